@@ -459,3 +459,22 @@ def from_summaries(
         protectable=np.ones(m, bool),
         all_zero=(count > 0) & (value == 0) & (out[:, 0] == (negative.shift or 0.0)),
     )
+
+
+def merge(n_cells: int, parts: list[tuple[list[int] | np.ndarray, Magnitudes]]) -> Magnitudes:
+    """Magnitudes of ``n_cells`` cells assembled from parts covering disjoint cell indices.
+
+    Used when a table mixes cells given by contributions and cells given by summaries.
+    """
+    if len(parts) == 1 and len(parts[0][0]) == n_cells:
+        return parts[0][1]
+    depth = max(m.depth for _, m in parts)
+    out = {name: np.zeros(n_cells, dtype=getattr(parts[0][1], name).dtype)
+           for name in ("value", "total", "count", "target", "requested", "protectable", "all_zero")}
+    largest = np.zeros((n_cells, depth))
+    for index, m in parts:
+        index = np.asarray(index, dtype=np.int64)
+        for name, column in out.items():
+            column[index] = getattr(m, name)
+        largest[index, :m.depth] = m.largest
+    return Magnitudes(largest=largest, **out)

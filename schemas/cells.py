@@ -1,0 +1,48 @@
+"""Magnitude cells on the wire: a key and either the contributions or a summary."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+_STRICT = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+CellKey = list[str]
+
+
+class Contribution(BaseModel):
+    """One respondent's contribution to a cell."""
+
+    model_config = _STRICT
+    value: float
+    holding: str | None = Field(None, max_length=200,
+                                description="enterprise group; one holding's contributions are summed")
+    weight: float | None = Field(None, gt=0, description="sampling weight")
+    waiver: bool = Field(False, description="the respondent authorised publication")
+    request: bool = Field(False, description="the respondent asked for protection (request rule)")
+
+
+class Summary(BaseModel):
+    """A cell summarised by the caller: total, number of contributors, largest contributions."""
+
+    model_config = _STRICT
+    total: float
+    count: float = Field(ge=0, description="number of contributors (holdings)")
+    largest: list[float] = Field(default_factory=list, max_length=100,
+                                 description="largest holding-level contributions, decreasing")
+    requested: float | None = Field(
+        None, description="largest contribution of a respondent that asked for protection")
+
+
+class MagnitudeCell(BaseModel):
+    """A cell of a magnitude table, with either ``contributions`` or ``summary``."""
+
+    model_config = _STRICT
+    key: CellKey = Field(min_length=1, max_length=20, description="one code per dimension")
+    contributions: list[Contribution] | None = None
+    summary: Summary | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> MagnitudeCell:
+        if (self.contributions is None) == (self.summary is None):
+            raise ValueError("give exactly one of 'contributions' and 'summary'")
+        return self

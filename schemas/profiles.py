@@ -1,0 +1,21 @@
+"""Rule profiles held in the service's configuration (seed 000 and seed 003 B.1.e: rule
+parameters are confidential, so callers can name a profile instead of sending them)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .rules import RuleSet
+
+
+class Profile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    rules: RuleSet
+    disclose_measures: bool = Field(
+        False, description="include S and protection levels in replies; from these and the "
+        "contributions a caller can solve for the rule's parameters, so off by default")
+
+
+class ProfileFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    profiles: dict[str, Profile]

@@ -1,0 +1,22 @@
+"""POST /v1/conversions: parameter conversions between rules (seeds 000, 003, 004)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from schemas.conversions import ConversionReply, ConversionRequest
+from schemas.errors import ErrorReply
+from service.sdc import conversions
+
+router = APIRouter(prefix="/v1", tags=["sensitivity"])
+
+
+@router.post("/conversions", response_model=ConversionReply,
+             responses={422: {"model": ErrorReply}})
+def convert_rule(body: ConversionRequest) -> ConversionReply:
+    """Rules the seeds relate to the given one, each with the direction of the relation."""
+    params = body.rule.model_dump(exclude={"type", "name"})
+    found = conversions.equivalents(body.rule.type, params, body.negative_factor)
+    return ConversionReply.model_validate({"equivalents": [
+        {"rule": {"type": e.kind, **e.params}, "relation": e.relation, "source": e.source}
+        for e in found]})

@@ -1,0 +1,40 @@
+"""Dependencies shared by the routers."""
+
+from __future__ import annotations
+
+from fastapi import Request
+
+from schemas.rules import RuleSet
+from service.config import Settings
+from service.metrics import Metrics
+
+from .errors import RequestError
+
+
+def get_settings(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+def get_metrics(request: Request) -> Metrics:
+    return request.app.state.metrics
+
+
+def resolve_rules(rules: RuleSet | None, profile: str | None,
+                  settings: Settings) -> tuple[RuleSet, bool]:
+    """The rule set to apply and whether measures may be disclosed in the reply.
+
+    Callers that send their own parameters know them; a profile's parameters stay in the
+    service unless the profile says its measures may be disclosed (seed 003 B.1.e).
+    """
+    if rules is not None:
+        return rules, True
+    found = settings.profiles.get(profile)
+    if found is None:
+        raise RequestError(422, "unknown profile", field="profile")
+    return found.rules, found.disclose_measures
+
+
+def check_cell_count(n: int, settings: Settings) -> None:
+    if n > settings.max_cells:
+        raise RequestError(413, f"{n} cells exceed the limit of {settings.max_cells} per request",
+                           field="cells")

@@ -1,0 +1,87 @@
+"""Error replies: 4xx with the field and the cell named; never a 500 for caller input."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from .responses import JSONBytes
+from starlette.exceptions import HTTPException
+
+from service.sdc.errors import InputError
+
+log = logging.getLogger("sdc.errors")
+
+_REASONS = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
+            405: "method_not_allowed", 413: "payload_too_large", 415: "unsupported_media_type",
+            422: "invalid_request", 503: "unavailable"}
+
+
+class RequestError(Exception):
+    """A request that is well-formed but cannot be served (unknown profile, too many cells)."""
+
+    def __init__(self, status: int, message: str, *, field: str | None = None):
+        self.status, self.message, self.field = status, message, field
+
+
+def error_reply(status: int, detail: list[dict], headers: dict | None = None) -> JSONBytes:
+    return JSONBytes({"error": _REASONS.get(status, "error"), "detail": detail},
+                          status_code=status, headers=headers)
+
+
+def _cell_key(body, index):
+    """The key of cell ``index`` in the raw body, if the body has one there."""
+    try:
+        key = body["cells"][index]["key"]
+    except (TypeError, KeyError, IndexError):
+        return None
+    return key if isinstance(key, list) and all(isinstance(k, str) for k in key) else None
+
+
+def _validation_detail(error: dict, body) -> dict:
+    if error["type"] == "json_invalid":
+        return {"field": None, "cell": None, "key": None,
+                "message": f"body is not valid JSON ({error['ctx'].get('error', 'decode error')})"
+                if error.get("ctx") else "body is not valid JSON"}
+    loc = [part for part in error["loc"] if part != "body"]
+    cell = None
+    if len(loc) >= 2 and loc[0] == "cells" and isinstance(loc[1], int):
+        cell, loc = loc[1], loc[2:]
+        field = ".".join(str(p) for p in loc) or "cells"
+    else:
+        field = ".".join(str(p) for p in loc) or None
+    # Messages only, never the offending input: it may be a confidential contribution.
+    return {"field": field, "cell": cell, "key": _cell_key(body, cell) if cell is not None else None,
+            "message": error["msg"]}
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError):
+        body = getattr(exc, "body", None)
+        return error_reply(422, [_validation_detail(e, body) for e in exc.errors()])
+
+    @app.exception_handler(InputError)
+    async def _input(request: Request, exc: InputError):
+        key = getattr(request.state, "cell_keys", None)
+        cell_key = key[exc.cell] if key is not None and exc.cell is not None else None
+        return error_reply(422, [{"field": exc.field, "cell": exc.cell, "key": cell_key,
+                                  "message": exc.message}])
+
+    @app.exception_handler(RequestError)
+    async def _request(request: Request, exc: RequestError):
+        return error_reply(exc.status, [{"field": exc.field, "cell": None, "key": None,
+                                         "message": exc.message}])
+
+    @app.exception_handler(HTTPException)
+    async def _http(request: Request, exc: HTTPException):
+        return error_reply(exc.status_code, [{"field": None, "cell": None, "key": None,
+                                              "message": str(exc.detail)}],
+                           headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception):
+        log.exception("unhandled error on %s", request.url.path)
+        return error_reply(500, [{"field": None, "cell": None, "key": None,
+                                  "message": "internal error; it has been logged"}])

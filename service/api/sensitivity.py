@@ -1,0 +1,72 @@
+"""POST /v1/sensitivity: primary sensitivity and protection levels of magnitude cells."""
+
+from __future__ import annotations
+
+import numpy as np
+from fastapi import APIRouter, Depends, Request
+from .responses import JSONBytes
+
+from schemas.errors import ErrorReply
+from schemas.sensitivity import SensitivityReply, SensitivityRequest
+from service.config import Settings
+from service.metrics import Metrics
+from service.sdc import primary
+
+from . import convert
+from .deps import check_cell_count, get_metrics, get_settings, resolve_rules
+
+router = APIRouter(prefix="/v1", tags=["sensitivity"])
+
+
+@router.post("/sensitivity", response_model=SensitivityReply,
+             responses={413: {"model": ErrorReply}, 422: {"model": ErrorReply}})
+def sensitivity(body: SensitivityRequest, request: Request,
+                settings: Settings = Depends(get_settings),
+                metrics: Metrics = Depends(get_metrics)):
+    """Which cells are sensitive, by which rules, and the protection each needs.
+
+    Every rule's linear sensitivity measure S (seed 003 B.1) is evaluated on every cell;
+    a cell is sensitive when any rule fires. Protection levels follow seed 000's table
+    "Upper protection levels", from the rule that demands the most.
+    """
+    check_cell_count(len(body.cells), settings)
+    request.state.cell_keys = [c.key for c in body.cells]
+    spec, disclose = resolve_rules(body.rules, body.profile, settings)
+    ruleset = convert.ruleset_from_wire(spec)
+    m = convert.magnitudes_from_cells(body.cells, spec, ruleset)
+    result = primary.assess(m, ruleset)
+    labels = convert.rule_labels(spec.rules, with_parameters=body.rules is not None)
+    metrics.cells_evaluated.inc(m.n_cells)
+    n_sensitive = int(result.sensitive.sum())
+    metrics.sensitive_cells.inc(n_sensitive)
+    return JSONBytes({
+        "cells": _verdicts(body, m, result, labels, spec, disclose),
+        "summary": {"cells": m.n_cells, "sensitive": n_sensitive,
+                    "empty": int((result.status == primary.STATUS_EMPTY).sum())},
+        "profile": body.profile,
+    })
+
+
+def _verdicts(body, m, result, labels, spec, disclose) -> list[dict]:
+    """Per-cell reply objects, built from columns (``tolist`` once per column)."""
+    fired_by_cell = [[] for _ in range(m.n_cells)]
+    for label, fired in zip(labels, result.fired):
+        for i in np.flatnonzero(fired).tolist():
+            fired_by_cell[i].append(label)
+    policy = "empty_cells" if spec.empty_cells == "sensitive" else None
+    for i in np.flatnonzero(result.zero_forced).tolist():
+        fired_by_cell[i].append(policy if m.count[i] <= 0 and policy else "zero_cells")
+    common = zip([c.key for c in body.cells], result.status.tolist(),
+                 result.sensitive.tolist(), fired_by_cell, m.value.tolist(), m.count.tolist())
+    if not disclose:
+        return [{"key": k, "status": st, "sensitive": se, "fired": f, "total": x, "count": n}
+                for k, st, se, f, x, n in common]
+    s_by_cell = result.sensitivity.T.tolist()
+    fired_flags = result.fired.T.tolist()
+    return [{"key": k, "status": st, "sensitive": se, "fired": f, "total": x, "count": n,
+             "measures": [{"rule": label, "sensitivity": sv, "fired": fv}
+                          for label, sv, fv in zip(labels, svals, fvals)],
+             "upper_protection": up, "lower_protection": lo}
+            for (k, st, se, f, x, n), svals, fvals, up, lo in zip(
+                common, s_by_cell, fired_flags, result.upper_protection.tolist(),
+                result.lower_protection.tolist())]

@@ -1,0 +1,31 @@
+"""create_app(): the routers, error handlers, middleware and metrics."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from .api import conversions, errors, health, sensitivity
+from .config import Settings
+from .metrics import Metrics
+from .middleware import BodyLimitMiddleware, MetricsMiddleware
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = Settings.from_env() if settings is None else settings
+    metrics = Metrics.create()
+    app = FastAPI(
+        title="Statistical disclosure control service",
+        version="0.1.0",
+        description="Sensitivity of table cells, protection levels, and (as they land) "
+                    "audit and secondary suppression. Rule parameters of profiles never "
+                    "leave the service.",
+    )
+    app.state.settings = settings
+    app.state.metrics = metrics
+    errors.install(app)
+    app.include_router(health.router)
+    app.include_router(sensitivity.router)
+    app.include_router(conversions.router)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    return app

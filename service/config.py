@@ -1,0 +1,74 @@
+"""Settings from the environment, and the rule profiles they point to.
+
+Every setting has a built-in default so that ``sdc-service`` starts with no configuration
+on a developer's machine, listening on loopback only.
+
+========================  =====================  ==============================================
+variable                  default                meaning
+========================  =====================  ==============================================
+SDC_HOST                  127.0.0.1              address to listen on
+SDC_PORT                  8787                   port
+SDC_WORKERS               1                      uvicorn worker processes
+SDC_PROFILES              (none)                 path of a JSON file of named rule profiles
+SDC_MAX_BODY_BYTES        33554432 (32 MiB)      larger request bodies get 413
+SDC_MAX_CELLS             1000000                more cells in one request get 413
+SDC_LOG_LEVEL             info                   uvicorn log level
+========================  =====================  ==============================================
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from schemas.profiles import Profile, ProfileFile
+
+
+class ConfigError(RuntimeError):
+    """The service's own configuration is unusable; raised at start, never per request."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    host: str = "127.0.0.1"
+    port: int = 8787
+    workers: int = 1
+    profiles_path: Path | None = None
+    max_body_bytes: int = 32 * 1024 * 1024
+    max_cells: int = 1_000_000
+    log_level: str = "info"
+    profiles: dict[str, Profile] = field(default_factory=dict)
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
+        try:
+            path = Path(env["SDC_PROFILES"]) if env.get("SDC_PROFILES") else None
+            return cls(
+                host=env.get("SDC_HOST", cls.host),
+                port=int(env.get("SDC_PORT", cls.port)),
+                workers=int(env.get("SDC_WORKERS", cls.workers)),
+                profiles_path=path,
+                max_body_bytes=int(env.get("SDC_MAX_BODY_BYTES", cls.max_body_bytes)),
+                max_cells=int(env.get("SDC_MAX_CELLS", cls.max_cells)),
+                log_level=env.get("SDC_LOG_LEVEL", cls.log_level),
+                profiles=load_profiles(path) if path else {},
+            )
+        except ValueError as exc:
+            raise ConfigError(f"bad setting: {exc}") from exc
+
+
+def load_profiles(path: Path) -> dict[str, Profile]:
+    """Read and validate the profile file; a bad file stops the service at start."""
+    try:
+        return ProfileFile.model_validate_json(path.read_bytes()).profiles
+    except OSError as exc:
+        raise ConfigError(f"cannot read SDC_PROFILES file {path}: {exc.strerror}") from exc
+    except ValidationError as exc:
+        # Name the fields only: the values are confidential rule parameters.
+        where = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
+                          for e in exc.errors(include_input=False, include_url=False))
+        raise ConfigError(f"invalid SDC_PROFILES file {path}: {where}") from None
