@@ -49,6 +49,15 @@ def ruleset_from_wire(spec: wire.RuleSet) -> primary.RuleSet:
     )
 
 
+def check_unique_keys(keys: list[list[str]]) -> None:
+    """Each cell once: a second cell with the same key is an error naming that cell."""
+    seen: dict[tuple[str, ...], int] = {}
+    for i, key in enumerate(keys):
+        first = seen.setdefault(tuple(key), i)
+        if first != i:
+            raise InputError(f"duplicate cell key: the same key as cell {first}", field="key", cell=i)
+
+
 def magnitudes_from_cells(cells: list[MagnitudeCell], spec: wire.RuleSet,
                           ruleset: primary.RuleSet) -> magnitudes.Magnitudes:
     """Flatten the cells into arrays and compute their ordered magnitudes.

@@ -31,6 +31,7 @@ def sensitivity(body: SensitivityRequest, request: Request,
     """
     check_cell_count(len(body.cells), settings)
     request.state.cell_keys = [c.key for c in body.cells]
+    convert.check_unique_keys(request.state.cell_keys)
     spec, disclose = resolve_rules(body.rules, body.profile, settings)
     ruleset = convert.ruleset_from_wire(spec)
     m = convert.magnitudes_from_cells(body.cells, spec, ruleset)
