@@ -280,7 +280,9 @@ def _unweighted(n_cells, cell, value, holding, waiver, request, depth, negative,
     if waiver.any():
         # Seed 000, Waivers: s = largest without waiver goes first, r = the largest other.
         unwaived = np.flatnonzero(~waiver)
-        first = unwaived[np.r_[True, cell[unwaived[1:]] != cell[unwaived[:-1]]]]
+        new_cell = np.ones(unwaived.size, bool)
+        new_cell[1:] = cell[unwaived[1:]] != cell[unwaived[:-1]]
+        first = unwaived[new_cell]
         is_s = np.zeros(cell.size, bool)
         is_s[first] = True
         protectable[cell[first]] = True
