@@ -13,7 +13,7 @@ router = APIRouter(prefix="/v1", tags=["sensitivity"])
 
 @router.post("/conversions", response_model=ConversionReply,
              responses={422: {"model": ErrorReply}})
-def convert_rule(body: ConversionRequest) -> ConversionReply:
+async def convert_rule(body: ConversionRequest) -> ConversionReply:
     """Rules the seeds relate to the given one, each with the direction of the relation."""
     params = body.rule.model_dump(exclude={"type", "name"})
     found = conversions.equivalents(body.rule.type, params, body.negative_factor)

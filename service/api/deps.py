@@ -2,21 +2,10 @@
 
 from __future__ import annotations
 
-from fastapi import Request
-
 from schemas.rules import RuleSet
 from service.config import Settings
-from service.metrics import Metrics
 
 from .errors import RequestError
-
-
-def get_settings(request: Request) -> Settings:
-    return request.app.state.settings
-
-
-def get_metrics(request: Request) -> Metrics:
-    return request.app.state.metrics
 
 
 def resolve_rules(rules: RuleSet | None, profile: str | None,

@@ -3,49 +3,52 @@
 from __future__ import annotations
 
 import numpy as np
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from .responses import JSONBytes
 
 from schemas.errors import ErrorReply
 from schemas.sensitivity import SensitivityReply, SensitivityRequest
-from service.config import Settings
-from service.metrics import Metrics
 from service.sdc import primary
 
 from . import convert
-from .deps import check_cell_count, get_metrics, get_settings, resolve_rules
+from .deps import check_cell_count, resolve_rules
+from .work import compute
 
 router = APIRouter(prefix="/v1", tags=["sensitivity"])
 
 
 @router.post("/sensitivity", response_model=SensitivityReply,
              responses={413: {"model": ErrorReply}, 422: {"model": ErrorReply}})
-def sensitivity(body: SensitivityRequest, request: Request,
-                settings: Settings = Depends(get_settings),
-                metrics: Metrics = Depends(get_metrics)):
+async def sensitivity(body: SensitivityRequest, request: Request):
     """Which cells are sensitive, by which rules, and the protection each needs.
 
     Every rule's linear sensitivity measure S (seed 003 B.1) is evaluated on every cell;
     a cell is sensitive when any rule fires. Protection levels follow seed 000's table
     "Upper protection levels", from the rule that demands the most.
     """
+    settings, metrics = request.app.state.settings, request.app.state.metrics
     check_cell_count(len(body.cells), settings)
     request.state.cell_keys = [c.key for c in body.cells]
-    convert.check_unique_keys(request.state.cell_keys)
     spec, disclose = resolve_rules(body.rules, body.profile, settings)
+    reply, n_sensitive = await compute(_assess, body, spec, disclose, size=len(body.cells))
+    metrics.cells_evaluated.inc(len(body.cells))
+    metrics.sensitive_cells.inc(n_sensitive)
+    return JSONBytes(reply)
+
+
+def _assess(body: SensitivityRequest, spec, disclose: bool) -> tuple[dict, int]:
+    convert.check_unique_keys([c.key for c in body.cells])
     ruleset = convert.ruleset_from_wire(spec)
     m = convert.magnitudes_from_cells(body.cells, spec, ruleset)
     result = primary.assess(m, ruleset)
     labels = convert.rule_labels(spec.rules, with_parameters=body.rules is not None)
-    metrics.cells_evaluated.inc(m.n_cells)
     n_sensitive = int(result.sensitive.sum())
-    metrics.sensitive_cells.inc(n_sensitive)
-    return JSONBytes({
+    return {
         "cells": _verdicts(body, m, result, labels, spec, disclose),
         "summary": {"cells": m.n_cells, "sensitive": n_sensitive,
                     "empty": int((result.status == primary.STATUS_EMPTY).sum())},
         "profile": body.profile,
-    })
+    }, n_sensitive
 
 
 def _verdicts(body, m, result, labels, spec, disclose) -> list[dict]:
