@@ -34,14 +34,6 @@ class SensitivityRequest(BaseModel):
         return self
 
 
-class RuleMeasure(BaseModel):
-    """One rule's linear sensitivity measure S for a cell (seed 003 B.1)."""
-
-    rule: str
-    sensitivity: float | None = Field(description="S; null where the rule does not apply")
-    fired: bool
-
-
 class CellVerdict(BaseModel):
     key: CellKey
     status: Literal["safe", "unsafe", "empty"]
@@ -49,8 +41,10 @@ class CellVerdict(BaseModel):
     fired: list[str] = Field(description="rules (or policies) that made the cell sensitive")
     total: float = Field(description="cell value X as published")
     count: float = Field(description="contributors N (holdings; sum of weights if weighted)")
-    measures: list[RuleMeasure] | None = Field(
-        None, description="every rule's S; omitted for profiles that do not disclose measures")
+    measures: dict[str, float | None] | None = Field(
+        None, description="each rule's linear sensitivity measure S (seed 003 B.1), by rule "
+        "label; null where the rule does not apply (empty cell, every contributor waived); "
+        "omitted for profiles that do not disclose measures")
     upper_protection: float | None = None
     lower_protection: float | None = None
 

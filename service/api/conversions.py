@@ -11,7 +11,7 @@ from service.sdc import conversions
 router = APIRouter(prefix="/v1", tags=["sensitivity"])
 
 
-@router.post("/conversions", response_model=ConversionReply,
+@router.post("/conversions", response_model=ConversionReply, response_model_exclude_none=True,
              responses={422: {"model": ErrorReply}})
 async def convert_rule(body: ConversionRequest) -> ConversionReply:
     """Rules the seeds relate to the given one, each with the direction of the relation."""

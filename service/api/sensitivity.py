@@ -66,11 +66,8 @@ def _verdicts(body, m, result, labels, spec, disclose) -> list[dict]:
         return [{"key": k, "status": st, "sensitive": se, "fired": f, "total": x, "count": n}
                 for k, st, se, f, x, n in common]
     s_by_cell = result.sensitivity.T.tolist()
-    fired_flags = result.fired.T.tolist()
     return [{"key": k, "status": st, "sensitive": se, "fired": f, "total": x, "count": n,
-             "measures": [{"rule": label, "sensitivity": sv, "fired": fv}
-                          for label, sv, fv in zip(labels, svals, fvals)],
-             "upper_protection": up, "lower_protection": lo}
-            for (k, st, se, f, x, n), svals, fvals, up, lo in zip(
-                common, s_by_cell, fired_flags, result.upper_protection.tolist(),
+             "measures": dict(zip(labels, svals)), "upper_protection": up, "lower_protection": lo}
+            for (k, st, se, f, x, n), svals, up, lo in zip(
+                common, s_by_cell, result.upper_protection.tolist(),
                 result.lower_protection.tolist())]
