@@ -136,6 +136,13 @@ def _all_zero(n_cells: int, cell: np.ndarray, value: np.ndarray) -> np.ndarray:
     return present & (np.bincount(cell, weights=np.abs(value), minlength=n_cells) == 0)
 
 
+def _check_totals(published: np.ndarray) -> None:
+    overflow = ~np.isfinite(published)
+    if overflow.any():
+        raise InputError("the cell's total overflows the range of 64-bit floating point",
+                         field="contributions.value", cell=_first(overflow))
+
+
 def _run_starts(sorted_cell: np.ndarray) -> np.ndarray:
     """Index of the first element of each element's run in a sorted cell array."""
     return np.searchsorted(sorted_cell, sorted_cell, side="left")
@@ -251,6 +258,7 @@ def from_contributions(
 def _unweighted(n_cells, cell, value, holding, waiver, request, depth, negative,
                 refuse_negative) -> Magnitudes:
     published = np.bincount(cell, weights=value, minlength=n_cells)
+    _check_totals(published)
     all_zero = _all_zero(n_cells, cell, value)
     value = _apply_sign_policy(value, cell, negative, refuse_negative)
     waiver = np.zeros(value.shape, bool) if waiver is None else np.asarray(waiver, bool)
@@ -297,9 +305,11 @@ def _unweighted(n_cells, cell, value, holding, waiver, request, depth, negative,
     requested = np.zeros(n_cells)
     if request.any():
         np.maximum.at(requested, cell[request], value[request])
+    total = np.bincount(cell, weights=value, minlength=n_cells)
+    _check_totals(total)
     return Magnitudes(
         value=published,
-        total=np.bincount(cell, weights=value, minlength=n_cells),
+        total=total,
         count=np.bincount(cell, minlength=n_cells).astype(np.float64),
         largest=largest,
         target=largest[:, 0].copy(),
@@ -331,6 +341,7 @@ def _weighted(n_cells, cell, value, weight, mode, depth, negative, refuse_negati
     ``N`` is the estimated number of population contributors, the sum of the weights.
     """
     published = np.bincount(cell, weights=weight * value, minlength=n_cells)
+    _check_totals(published)
     all_zero = _all_zero(n_cells, cell, value)
     value = _apply_sign_policy(value, cell, negative, refuse_negative)
     if negative.uses_absolute_values:
@@ -340,6 +351,7 @@ def _weighted(n_cells, cell, value, weight, mode, depth, negative, refuse_negati
     starts = _run_starts(cell)
     count = np.bincount(cell, weights=weight, minlength=n_cells)
     total = np.bincount(cell, weights=weight * value, minlength=n_cells)
+    _check_totals(total)
 
     if mode == "replicate":
         upto = np.cumsum(weight)
@@ -428,6 +440,7 @@ def from_summaries(
     ]
     if negative.mode == "shift":
         total = total + count * negative.shift
+        _check_totals(total)
         given = np.where(known, given + negative.shift, 0.0)
         checks.append(((total < 0) | (given < 0).any(axis=1), "summary",
                        "a value is below the a-priori bound -M of the shift transformation"))
