@@ -96,6 +96,10 @@ def _check_inputs(relations, values, suppressed, lower_bounds, upper_bounds,
         if a.ndim != 2:
             raise InputError("relations must be a 2-D matrix or a table", field="relations")
     a = sp.csr_matrix(a, dtype=float)
+    if (a.data == 0).any():
+        # Stored zeros would count as a cell taking part in a relation.
+        a = a.copy()
+        a.eliminate_zeros()
     n = a.shape[1]
     x = np.asarray(values, dtype=float)
     if x.shape != (n,):
@@ -279,6 +283,7 @@ def feasibility_intervals(relations, values, suppressed, lower_bounds=0.0,
 
     n_lp = 0
     status, message = "optimal", "all intervals certified"
+    errors: list[str] = []
     for k in lp_labels:
         c0, c1, r0, r1 = col_start[k], col_start[k + 1], row_start[k], row_start[k + 1]
         js = col_order[c0:c1]
@@ -298,7 +303,9 @@ def feasibility_intervals(relations, values, suppressed, lower_bounds=0.0,
                                              "unreached cells are not certified")
             break
         if outcome != "optimal":
-            status, message = "error", outcome
+            errors.append(f"{outcome} (group including cell {int(cells[js[0]])})")
+    if errors:
+        status, message = "error", "; ".join(errors)
     return result(status, message, n_lp, len(lp_labels))
 
 
@@ -474,6 +481,8 @@ class ProtectionCheck:
         when the interval is not certified).
     protected : numpy.ndarray of bool
         Certified and no flag raised.
+    sensitive : numpy.ndarray of bool
+        The cells that were checked against their protection levels.
     """
 
     exact: np.ndarray

@@ -513,7 +513,8 @@ class Table(_CellSpace):
             kid_row = np.repeat(row, counts)
             offset = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
             kid_code = h.children_idx[np.repeat(h.children_ptr[pcode], counts) + offset]
-            kid_cell = np.repeat(parents, counts) + (kid_code - np.repeat(pcode, counts)) * strides[d]
+            shift = (kid_code - np.repeat(pcode, counts)) * strides[d]
+            kid_cell = np.repeat(parents, counts) + shift
             rows += [row, kid_row]
             cols += [parents, kid_cell]
             vals += [np.ones(len(parents)), -np.ones(len(kid_cell))]

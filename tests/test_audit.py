@@ -1,0 +1,385 @@
+"""Feasibility intervals against the seeds' worked examples and an independent brute force."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.optimize import linprog
+
+from service.sdc import audit
+from service.sdc.audit import (check_protection, feasibility_intervals,
+                               feasibility_intervals_naive)
+from service.sdc.errors import InputError
+from service.sdc.table import Hierarchy, LinkedTables, Table
+
+GOLDEN = json.loads((Path(__file__).parent / "data/golden/intervals.json").read_text())
+
+
+def brute_force(relations, values, suppressed, lower=0.0, upper=np.inf) -> np.ndarray:
+    """``[min, max]`` per suppressed cell: one fresh dense LP over all cells per bound."""
+    a = relations.toarray()
+    n = a.shape[1]
+    lo = np.where(suppressed, lower, values)
+    hi = np.where(suppressed, upper, values)
+    out = []
+    for j in np.flatnonzero(suppressed):
+        pair = []
+        for sense in (1.0, -1.0):
+            c = np.zeros(n)
+            c[j] = sense
+            res = linprog(c, A_eq=a, b_eq=np.zeros(len(a)), bounds=np.column_stack([lo, hi]),
+                          method="highs")
+            assert res.status in (0, 3), res.message
+            pair.append(sense * res.fun if res.status == 0 else -sense * np.inf)
+        out.append(pair)
+    return np.array(out).reshape(-1, 2)
+
+
+def assert_matches(result, expected):
+    assert result.status == "optimal", result.message
+    assert result.certified.all()
+    np.testing.assert_allclose(result.lower, expected[:, 0], atol=1e-6)
+    np.testing.assert_allclose(result.upper, expected[:, 1], atol=1e-6)
+
+
+def golden_table(case):
+    rows = Hierarchy.flat("row", case["rows"][:-1], case["rows"][-1])
+    cols = Hierarchy.flat("col", case["cols"][:-1], case["cols"][-1])
+    t = Table([rows, cols])
+    values = np.empty(t.n_cells)
+    suppressed = np.zeros(t.n_cells, dtype=bool)
+    for i, r in enumerate(case["rows"]):
+        for k, c in enumerate(case["cols"]):
+            cell = t.cell_index((r, c))
+            values[cell] = case["values"][i][k]
+            suppressed[cell] = case["published"][i][k] is None
+    return t, values, suppressed
+
+
+# --- golden cases of the seeds -----------------------------------------------------------
+
+@pytest.mark.parametrize("case", GOLDEN, ids=[c["id"] for c in GOLDEN])
+def test_golden_intervals(case):
+    t, values, suppressed = golden_table(case)
+    assert t.check_additivity(values) == []
+    # Hidden values must not matter: the audit reads published cells only.
+    hidden = np.where(suppressed, np.nan, values)
+    for result in (feasibility_intervals(t, hidden, suppressed, case["lower_bound"]),
+                   feasibility_intervals_naive(t, hidden, suppressed, case["lower_bound"])):
+        assert result.status == "optimal"
+        got = {",".join(t.key(c)): (lo, hi)
+               for c, lo, hi in zip(result.cells, result.lower, result.upper)}
+        assert got.keys() == case["expect"].keys()
+        for key, (lo, hi) in case["expect"].items():
+            assert got[key] == pytest.approx((lo, hi), abs=1e-6), key
+
+
+def test_golden_table_7_protection_seed_002_example_2():
+    # A,I = 160 needs an upper bound of 190 (p = 20, x1 = 155, x2 = 4): U = 30.
+    case = next(c for c in GOLDEN if c["id"] == "daalmans-table-7")
+    t, values, suppressed = golden_table(case)
+    res = feasibility_intervals(t, values, suppressed)
+    sensitive = res.cells == t.cell_index(("A", "I"))
+    check = check_protection(values[res.cells], res.lower, res.upper, 30.0, 30.0, sensitive,
+                             res.certified)
+    assert check.all_protected
+    # The lower side is 80 from 160: a lower protection of 81 is 1 short.
+    check = check_protection(values[res.cells], res.lower, res.upper, 30.0, 81.0, sensitive,
+                             res.certified)
+    assert check.lower_too_close.tolist() == sensitive.tolist()
+    assert check.missing_lower[sensitive].tolist() == [1.0]
+    assert not check.all_protected
+
+
+# --- brute force on hierarchical, 3-D and linked tables ----------------------------------
+
+def two_level(groups: list[int]) -> Hierarchy:
+    children = {"Total": [f"g{g}" for g in range(len(groups))]}
+    for g, n in enumerate(groups):
+        children[f"g{g}"] = [f"g{g}_{i}" for i in range(n)]
+    return Hierarchy.from_children("h", children)
+
+
+@settings(deadline=None, max_examples=30)
+@given(data=st.data(),
+       groups=st.lists(st.integers(1, 3), min_size=1, max_size=3),
+       n_flat=st.integers(1, 3))
+def test_hierarchical_by_flat_matches_brute_force(data, groups, n_flat):
+    t = Table([two_level(groups), Hierarchy.flat("f", [f"f{i}" for i in range(n_flat)])])
+    leaves = data.draw(st.lists(st.integers(0, 20), min_size=t.n_cells, max_size=t.n_cells))
+    values = t.fill_margins(np.where(t.is_leaf, leaves, 0))
+    suppressed = np.array(data.draw(st.lists(st.booleans(), min_size=t.n_cells,
+                                             max_size=t.n_cells)))
+    res = feasibility_intervals(t, values, suppressed)
+    assert_matches(res, brute_force(t.relations, values, suppressed))
+    # The true table is feasible, so every interval holds the true value.
+    assert (res.lower <= values[res.cells] + 1e-9).all()
+    assert (values[res.cells] <= res.upper + 1e-9).all()
+
+
+def test_fixed_hierarchy_example():
+    # Total -> {A, B}, A -> {A1, A2}, B -> {B1}, crossed with three flat codes.
+    h = Hierarchy.from_children("h", {"Total": ["A", "B"], "A": ["A1", "A2"], "B": ["B1"]})
+    t = Table([h, Hierarchy.flat("f", ["x", "y", "z"])])
+    rng = np.random.default_rng(11)
+    values = t.fill_margins(np.where(t.is_leaf, rng.integers(0, 50, t.n_cells), 0))
+    suppressed = np.zeros(t.n_cells, dtype=bool)
+    for key in [("A1", "x"), ("A1", "y"), ("A2", "x"), ("A2", "y"), ("B1", "z"), ("B", "z"),
+                ("B1", "Total"), ("B", "Total")]:
+        suppressed[t.cell_index(key)] = True
+    res = feasibility_intervals(t, values, suppressed)
+    assert_matches(res, brute_force(t.relations, values, suppressed))
+    # B1 is B's only child, so B,z = B1,z; column z (A,z published) fixes both exactly.
+    for key in [("B1", "z"), ("B", "z")]:
+        i = res.cells.tolist().index(t.cell_index(key))
+        assert res.lower[i] == res.upper[i] == pytest.approx(values[t.cell_index(key)])
+    # A1,x can move within its 2x2 block.
+    i = res.cells.tolist().index(t.cell_index(("A1", "x")))
+    assert res.upper[i] > res.lower[i]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_three_way_table_matches_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    t = Table([Hierarchy.flat("a", ["1", "2", "3"]), Hierarchy.flat("b", ["1", "2"]),
+               Hierarchy.flat("c", ["1", "2", "3"])])
+    values = t.fill_margins(np.where(t.is_leaf, rng.integers(0, 30, t.n_cells), 0))
+    suppressed = rng.random(t.n_cells) < 0.35
+    res = feasibility_intervals(t, values, suppressed)
+    assert_matches(res, brute_force(t.relations, values, suppressed))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_linked_tables_match_brute_force(seed):
+    rng = np.random.default_rng(100 + seed)
+    region = Hierarchy.from_children("region", {"T": ["N", "S"], "N": ["N1", "N2"],
+                                                "S": ["S1", "S2"]})
+    linked = LinkedTables([Table([region, Hierarchy.flat("size", ["s", "m", "l"])]),
+                           Table([Hierarchy.flat("nace", ["C", "F"]), region])])
+    union = linked.union_table
+    full = union.fill_margins(np.where(union.is_leaf, rng.integers(0, 40, union.n_cells), 0))
+    values = full[linked.union_index]
+    assert linked.check_additivity(values) == []
+    suppressed = rng.random(linked.n_cells) < 0.4
+    res = feasibility_intervals(linked, values, suppressed)
+    assert_matches(res, brute_force(linked.relations, values, suppressed))
+
+
+# --- special cases -----------------------------------------------------------------------
+
+def geurts():
+    return golden_table(GOLDEN[0])
+
+
+def test_single_suppressed_cell_is_exact_without_lp():
+    t, values, _ = geurts()
+    suppressed = np.zeros(t.n_cells, dtype=bool)
+    suppressed[t.cell_index(("1", "1"))] = True
+    res = feasibility_intervals(t, values, suppressed)
+    assert res.status == "optimal" and res.n_lp_solves == 0
+    assert (res.lower.tolist(), res.upper.tolist()) == ([4.0], [4.0])
+
+
+def test_isolated_cell_gets_its_bounds_without_lp():
+    t = Table([Hierarchy.flat("r", ["1", "2"])])
+    res = feasibility_intervals(t.relations[:0], [3.0, 1.0, 2.0], np.array([False, True, False]),
+                                lower_bounds=-5.0, upper_bounds=[9.0, 7.0, 9.0])
+    assert (res.lower.tolist(), res.upper.tolist(), res.n_lp_solves) == ([-5.0], [7.0], 0)
+
+
+def test_unbounded_when_everything_is_suppressed():
+    t, values, _ = geurts()
+    suppressed = np.ones(t.n_cells, dtype=bool)
+    res = feasibility_intervals(t, values, suppressed)
+    assert res.status == "optimal" and res.certified.all()
+    np.testing.assert_array_equal(res.lower, 0.0)
+    np.testing.assert_array_equal(res.upper, np.inf)
+    naive = feasibility_intervals_naive(t, values, suppressed)
+    np.testing.assert_array_equal(naive.upper, np.inf)
+
+
+def test_free_lower_bound_gives_minus_infinity():
+    t, values, suppressed = geurts()
+    res = feasibility_intervals(t, values, suppressed, lower_bounds=-np.inf)
+    assert res.status == "optimal"
+    np.testing.assert_array_equal(res.lower, -np.inf)
+    np.testing.assert_array_equal(res.upper, np.inf)
+
+
+def test_infeasible_published_values_are_reported_not_raised():
+    t, values, suppressed = geurts()
+    # Row 3 (all published) no longer adds up.
+    broken = values.copy()
+    broken[t.cell_index(("3", "Total"))] = 7
+    for fn in (feasibility_intervals, feasibility_intervals_naive):
+        res = fn(t, broken, suppressed)
+        assert res.status == "infeasible" and "relation" in res.message
+        assert not res.certified.any() and np.isnan(res.lower).all()
+    # Row 1 total 2 cannot hold x11 >= 3 that column 1 forces: infeasible inside the LP.
+    broken = values.copy()
+    broken[t.cell_index(("1", "Total"))] = 2
+    broken[t.cell_index(("Total", "Total"))] = 11
+    broken[t.cell_index(("Total", "2"))] = 2
+    res = feasibility_intervals(t, broken, suppressed)
+    assert res.status == "infeasible" and not res.certified.any()
+    assert feasibility_intervals_naive(t, broken, suppressed).status == "infeasible"
+    # A single suppressed cell forced below its lower bound.
+    only = np.zeros(t.n_cells, dtype=bool)
+    only[t.cell_index(("1", "1"))] = True
+    res = feasibility_intervals(t, values, only, lower_bounds=5.0)
+    assert res.status == "infeasible"
+    # A published value outside its bounds.
+    res = feasibility_intervals(t, values, suppressed, upper_bounds=8.0)
+    assert res.status == "infeasible" and "outside its a-priori bounds" in res.message
+
+
+def random_two_way(n=30, seed=5):
+    rng = np.random.default_rng(seed)
+    t = Table([Hierarchy.flat("r", [str(i) for i in range(n)]),
+               Hierarchy.flat("c", [str(i) for i in range(n)])])
+    values = t.fill_margins(np.where(t.is_leaf, rng.integers(1, 100, t.n_cells), 0))
+    suppressed = t.is_leaf & (rng.random(t.n_cells) < 0.2)
+    return t, values, suppressed
+
+
+def test_tiny_time_limit_certifies_nothing_that_needs_an_lp():
+    t, values, suppressed = random_two_way()
+    full = feasibility_intervals(t, values, suppressed)
+    assert full.status == "optimal" and full.n_lp_solves > 0
+    res = feasibility_intervals(t, values, suppressed, time_limit=1e-9)
+    assert res.status == "time_limit" and res.n_lp_solves == 0
+    assert not res.certified.all()
+    # No LP ran, so no bound that needs one is claimed.
+    assert np.isnan(res.lower[~res.certified]).all()
+    assert np.isnan(res.upper[~res.certified]).all()
+    np.testing.assert_array_equal(res.lower[res.certified], full.lower[res.certified])
+
+
+def test_time_limit_midway_keeps_only_proven_bounds(monkeypatch):
+    t, values, suppressed = random_two_way()
+    full = feasibility_intervals(t, values, suppressed)
+    # A clock that advances 1 s per reading: the 5 s budget ends after a few solves.
+    clock = iter(range(10**6))
+    monkeypatch.setattr(audit.time, "perf_counter", lambda: float(next(clock)))
+    res = feasibility_intervals(t, values, suppressed, time_limit=5.0)
+    monkeypatch.undo()
+    assert res.status == "time_limit" and 0 < res.n_lp_solves < full.n_lp_solves
+    assert 0 < res.certified.sum() < len(res.cells)
+    for got, ref in ((res.lower, full.lower), (res.upper, full.upper)):
+        proven = ~np.isnan(got)
+        np.testing.assert_allclose(got[proven], ref[proven], atol=1e-9)
+    assert np.isnan(res.upper[~res.certified]).any()
+
+
+def test_naive_matches_on_a_larger_table_and_takes_subsets():
+    t, values, suppressed = random_two_way(n=12, seed=9)
+    res = feasibility_intervals(t, values, suppressed)
+    naive = feasibility_intervals_naive(t, values, suppressed)
+    np.testing.assert_allclose(res.lower, naive.lower, atol=1e-6)
+    np.testing.assert_allclose(res.upper, naive.upper, atol=1e-6)
+    assert naive.n_lp_solves == 2 * len(res.cells) > res.n_lp_solves
+    part = feasibility_intervals_naive(t, values, suppressed, cells=res.cells[:3])
+    np.testing.assert_allclose(part.upper, res.upper[:3], atol=1e-6)
+    with pytest.raises(InputError, match="cells must be suppressed"):
+        feasibility_intervals_naive(t, values, suppressed, cells=[0])
+
+
+def test_decomposition_into_independent_groups():
+    # Two 2x2 blocks that share no relation with a suppressed cell.
+    t = Table([Hierarchy.flat("r", list("abcd")), Hierarchy.flat("c", list("wxyz"))])
+    values = t.fill_margins(np.where(t.is_leaf, np.arange(t.n_cells) % 7 + 1, 0))
+    suppressed = np.zeros(t.n_cells, dtype=bool)
+    for key in [("a", "w"), ("a", "x"), ("b", "w"), ("b", "x"),
+                ("c", "y"), ("c", "z"), ("d", "y"), ("d", "z")]:
+        suppressed[t.cell_index(key)] = True
+    res = feasibility_intervals(t, values, suppressed)
+    assert res.n_components == 2
+    assert_matches(res, brute_force(t.relations, values, suppressed))
+
+
+def test_input_errors_name_the_field():
+    t, values, suppressed = geurts()
+    with pytest.raises(InputError, match="values must have one entry per cell") as e:
+        feasibility_intervals(t, values[:-1], suppressed)
+    assert e.value.field == "values"
+    with pytest.raises(InputError, match="boolean mask"):
+        feasibility_intervals(t, values, suppressed.astype(int))
+    with pytest.raises(InputError, match="published cell 0 has no finite value") as e:
+        feasibility_intervals(t, np.where(np.arange(t.n_cells) == 0, np.nan, values),
+                              suppressed)
+    assert e.value.cell == 0
+    with pytest.raises(InputError, match="bounds of cell 0 are empty"):
+        feasibility_intervals(t, values, suppressed, lower_bounds=1.0, upper_bounds=0.0)
+    with pytest.raises(InputError, match="time_limit"):
+        feasibility_intervals(t, values, suppressed, time_limit=0)
+
+
+def test_no_suppressed_cells():
+    t, values, _ = geurts()
+    res = feasibility_intervals(t, values, np.zeros(t.n_cells, dtype=bool))
+    assert res.status == "optimal" and res.cells.size == 0 and res.n_lp_solves == 0
+
+
+def test_time_is_reported():
+    t, values, suppressed = geurts()
+    before = time.perf_counter()
+    res = feasibility_intervals(t, values, suppressed)
+    assert 0 < res.seconds <= time.perf_counter() - before
+
+
+# --- protection check (seed 003 B.2.a.iii) -----------------------------------------------
+
+def test_check_protection_flags():
+    values = np.array([100.0, 100.0, 100.0, 100.0, 100.0, 50.0, 100.0, 100.0])
+    lower = np.array([100.0, 60.0, 95.0, 85.0, 90.0, 0.0, 80.0, np.nan])
+    upper = np.array([100.0, 105.0, 140.0, 115.0, 110.0, np.inf, 120.0, np.nan])
+    sensitive = np.array([True, True, True, True, True, True, False, True])
+    certified = ~np.isnan(lower)
+    c = check_protection(values, lower, upper, 10.0, 10.0, sensitive, certified)
+    #                       exact  up-close lo-close fit   equal  unbounded  not-sens uncert
+    assert c.exact.tolist() == [1, 0, 0, 0, 0, 0, 0, 0]
+    assert c.upper_too_close.tolist() == [1, 1, 0, 0, 0, 0, 0, 0]
+    assert c.lower_too_close.tolist() == [1, 0, 1, 0, 0, 0, 0, 0]
+    assert c.too_narrow.tolist() == [1, 0, 0, 0, 0, 0, 0, 0]
+    assert c.missing_upper[:7].tolist() == [10.0, 5.0, 0, 0, 0, 0, 0]
+    assert c.missing_lower[:7].tolist() == [10.0, 0, 5.0, 0, 0, 0, 0]
+    assert np.isnan(c.missing_upper[7]) and np.isnan(c.missing_lower[7])
+    assert c.protected.tolist() == [0, 0, 0, 1, 1, 1, 1, 0]
+    assert not c.all_protected
+
+
+def test_check_protection_too_narrow_and_tolerance():
+    # Width 18 < 10 + 10 although each side alone would be fine for a level of 9.
+    c = check_protection([100.0], [91.0], [109.0], [9.0], [11.0], [True], [True])
+    assert c.too_narrow.tolist() == [True]
+    assert c.lower_too_close.tolist() == [True] and c.missing_lower.tolist() == [2.0]
+    assert c.upper_too_close.tolist() == [False]
+    # Shortfalls within rtol * magnitude (1e-7 * 1e6 = 0.1 here) are round-off: a
+    # shortfall of 1 is flagged, one of 1e-3 is not.
+    c = check_protection([1e6, 1e6], [0.0, 0.0], [1e6 + 10 - 1, 1e6 + 10 - 1e-3],
+                         10.0, 0.0, [True, True], [True, True])
+    assert c.upper_too_close.tolist() == [True, False]
+    assert c.missing_upper.tolist() == [pytest.approx(1.0), 0.0]
+    # An interval whose width is round-off is an exact disclosure even with zero levels.
+    c = check_protection([5.0, 5.0], [5.0, 5.0], [5.0 + 1e-9, 5.5], 0.0, 0.0,
+                         [True, True], [True, True])
+    assert c.exact.tolist() == [True, False]
+    assert c.protected.tolist() == [False, True]
+
+
+def test_audit_flags_golden_table_4_width_rule():
+    # Seed 002 Example 1: width at least 50% of the value, i.e. U + L = 0.5 X with U = L.
+    case = next(c for c in GOLDEN if c["id"] == "daalmans-table-4")
+    t, values, suppressed = golden_table(case)
+    res = feasibility_intervals(t, values, suppressed)
+    x = values[res.cells]
+    sensitive = np.isin(res.cells, [t.cell_index(("A", "I")), t.cell_index(("A", "III"))])
+    c = check_protection(x, res.lower, res.upper, 0.25 * x, 0.25 * x, sensitive,
+                         res.certified)
+    assert c.all_protected  # the seed's "safe according to the widths" verdict
