@@ -1,0 +1,645 @@
+"""Sensitive cells of frequency (count) tables: the threshold rule and its extensions.
+
+:func:`threshold_rule` is the usual threshold rule (seed 003 section A; seed 001, which
+calls it the rule "implemented in the current version of tau-ARGUS").
+:func:`extended_threshold_rules` applies the extended threshold rules of seed 001
+("Threshold rules") to a table spanned by key variables (known to an intruder, used for
+linking) and target variables (what the intruder wants to learn), optionally with
+hierarchical key variables (seed 001, "Hierarchical variables").
+
+Notation (seed 001, "Threshold rules"): ``f_yk`` is the count of the cell with target
+class ``y`` and key value ``k``; ``f_k = sum_y f_yk`` is the key marginal (summed over the
+target) and ``f_y = sum_k f_yk`` the target marginal (summed over the key).
+
+Readings chosen where the seed text is damaged or silent (the relation symbols of the rule
+inequalities were lost in seed 001's text; each reading below is the only one of ``>``,
+``>=`` consistent with seed 001's "Example revisited" as transcribed in the golden case
+``tests/data/golden/frequency.json``):
+
+* Rule 1a, absolute dominance against the key marginal: unsafe when
+  ``f_yk >= f_k - t_k,abs``, i.e. when the rest of the row, ``f_k - f_yk``, is at most
+  ``t_k,abs`` (a coalition of at most ``t_k,abs`` respondents of the row knows the value of
+  everybody else in it). Inclusive because the example flags key 6, Y = A (17 of 20: rest
+  3 = t) and key 11, Y = A (297 of 300: rest 3 = t) by rule 1a; the strict reading would
+  not.
+* Rule 1b, the same against the target marginal: unsafe when ``f_yk >= f_y - t_y,abs``.
+  The example flags key 7, Y = C (6 of f_C = 6) and key 7, Y = D (1 of f_D = 1).
+* Rule 2a, relative dominance: unsafe when ``100 f_yk / f_k >= t_k,rel``. Inclusive because
+  the example flags key 11, Y = A (297/300 = 99 % exactly, t = 99) by rule 2a. Evaluated as
+  ``100 f_yk >= t_k,rel f_k`` so that no division by an empty row occurs.
+* Rule 2b: unsafe when ``100 f_yk / f_y >= t_y,rel`` (same reading as 2a).
+* Rule 3, minimum frequency, "0 < f_yk, f_k, f_y < t_min" with three thresholds (seed 001,
+  comment: "internal cell, target marginal and key marginal respectively"): each of the
+  three counts is checked as a published count of its own: an internal cell is unsafe
+  when ``0 < f_yk < t_min,cell``; a key marginal when ``0 < f_k < t_min,key``; a target
+  marginal when ``0 < f_y < t_min,target``. The marginal verdicts are reported separately
+  and are not copied onto the internal cells of the marginal. The literal "the cell is
+  unsafe" would also flag every non-zero internal cell of a small marginal; in the
+  example both readings give the same internal cells (key 10's only non-zero cell and
+  target D's only non-zero cell are singletons, unsafe anyway), and we keep the marginal
+  separate because the count that is too small, and so the one to protect, is the
+  marginal's.
+* Zero cells: rules 1-2 leave cells with ``f_yk = 0`` alone by default: the risk an
+  informative zero carries ("everybody else in this row has to have Y = A", seed 001,
+  Example) is attributed to the dominating cell, which rules 1-2 flag. This matches the
+  example, where e.g. key 1 (200, 0, 0, 0) is flagged only in Y = A. With
+  ``zero_cells="informative"`` a zero cell is also flagged by a dominance rule when
+  another cell of its row (rules 1a, 2a) or of its column (rules 1b, 2b) is flagged by that
+  rule, i.e. exactly the zeros that tell the intruder something. Rule 3 never flags zeros
+  (its own "0 <").
+* Seed 001 lists the rules "to be checked for sequentially". All rules switched on are
+  evaluated on every cell and reported separately, since the example reports several
+  rules for one cell (key 7, Y = D: rules 1b and 3); a cell is unsafe when any rule flags
+  it, which is what checking sequentially until the first failure decides as well.
+* Several target variables ("Rules 1 - 2 can of course be repeated for several marginals
+  one at a time"): the rules are applied to each target axis in turn. For target axis
+  ``j``, ``f_k`` sums over axis ``j`` only and ``f_y`` over the key axes only; every other
+  axis (the other target axes and axes that are neither key nor target) is held fixed, so
+  the check is the seed's two-way check on each (key x target ``j``) slice of the table.
+  Holding the other targets fixed treats them as possibly known to the intruder, the
+  cautious choice the seed leaves room for ("It is not always clear which is a target and
+  which is a key variable"). A cell is flagged by a rule when the rule flags it for any
+  target axis.
+
+Hierarchical key variables (seed 001, "Hierarchical variables", which calls itself
+"admittedly a bit cryptic"), as implemented here:
+
+* A key axis may carry a hierarchy: its leaf positions are grouped into areas at level 1,
+  those into areas at level 2, and so on. The table at level ``l`` is the leaf table with
+  that key axis coarsened to the level-``l`` areas (other key axes stay at leaf level).
+* "Check against the marginal at the next level": at level ``l`` the cell ``f_y,g`` of
+  area ``g`` is checked by rules 1a and 2a against the area's key marginal
+  ``f_g = sum_y f_y,g``, the same inequalities as above. These are the counts an intruder
+  who knows the key only at level ``l`` reads (by adding the leaf rows of the area, or from
+  published subtotals). A hierarchy on a key changes only the key marginal; the target
+  marginal ``f_y`` sums over all keys at every level, so rules 1b and 2b (and rule 3, whose
+  aggregated counts are small only when all their parts are) are not repeated.
+  Comparing a *leaf* cell with the next level's marginal is not what is done: since
+  ``f_g >= f_k`` it could never flag a cell that the leaf check has not flagged already.
+* "If an area is deemed entirely safe, it would not be necessary to check at the next
+  level": an area at level ``l`` is checked by rule ``r`` only when at least one cell at
+  level ``l - 1`` inside it (any target class, same slice of the other axes) is flagged by
+  ``r``; the others are not checked and stay safe. The seed's reason ("they are at most as
+  unsafe as at the level below") holds exactly for these two rules, so the skip never
+  changes a verdict: for rule 1a the rest of an area's row is the sum of the rests of its
+  parts, so it exceeds ``t`` when any non-zero part's does; for rule 2a the area's share
+  ``f_y,g / f_g`` is a weighted mean of its parts' shares, so it stays below ``t`` when all
+  do. (It does not hold for rules 1b and 2b, whose aggregated cells grow against a fixed
+  ``f_y``: one more reason not to repeat them.)
+* An unsafe cell at level ``l`` is reported in :attr:`LevelFlags.flags` with the
+  aggregated shape, and marks in the leaf-shaped flags the leaf cells that make it up and
+  are not empty (their respondents are the ones an intruder knowing the level-``l`` key can
+  attribute); with ``zero_cells="informative"`` the leaves of an unsafe zero area cell are
+  marked too. Rule 2a at a higher level can flag leaves the leaf check did not (area
+  1050 of 1051 against parts 1000 of 1000 and 50 of 51, t = 99); rule 1a cannot (an area
+  whose row rest is at most ``t`` has parts whose rests are at most ``t``), so its higher
+  levels only add the aggregated verdicts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from .errors import InputError
+
+RULE_NAMES = ("1a", "1b", "2a", "2b", "3")
+HIERARCHY_RULES = ("1a", "2a")
+
+ZeroCellPolicy = Literal["dominant", "informative"]
+ThresholdZeroPolicy = Literal["safe", "sensitive"]
+
+# Counts (and their total) above this are refused: beyond 2**53 integers are no longer
+# exact in float64, which the relative rules compare in.
+_MAX_COUNT = 2**53
+
+
+def _first(mask: np.ndarray) -> int:
+    return int(np.flatnonzero(mask)[0])
+
+
+def _counts(counts, *, min_ndim: int) -> np.ndarray:
+    """Counts as an int64 array, or :class:`InputError` naming the first bad cell.
+
+    ``cell`` in the error is the flat (row-major, ``numpy.ravel_multi_index``) index.
+    """
+    try:
+        a = np.asarray(counts)
+    except (ValueError, TypeError) as exc:
+        raise InputError(f"counts must be a rectangular array of numbers ({exc})",
+                         field="counts") from None
+    if a.dtype == bool or a.dtype.kind not in "iuf":
+        raise InputError("counts must be numbers", field="counts")
+    if a.ndim < min_ndim:
+        raise InputError(f"counts must have at least {min_ndim} dimensions, got {a.ndim}",
+                         field="counts")
+    flat = a.reshape(-1)
+    if a.dtype.kind == "f":
+        bad = ~np.isfinite(flat)
+        if bad.any():
+            raise InputError("count must be a finite number", field="counts", cell=_first(bad))
+        bad = flat != np.floor(flat)
+        if bad.any():
+            raise InputError("count must be a whole number", field="counts", cell=_first(bad))
+    bad = flat < 0
+    if bad.any():
+        raise InputError("count must be >= 0", field="counts", cell=_first(bad))
+    bad = flat > _MAX_COUNT
+    if bad.any():
+        raise InputError("count is too large (more than 2**53)", field="counts",
+                         cell=_first(bad))
+    out = a.astype(np.int64)
+    if float(out.sum(dtype=np.float64)) > _MAX_COUNT:
+        raise InputError("the counts add up to more than 2**53", field="counts")
+    return out
+
+
+def _number(value, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise InputError(f"{name} must be a number", field=name)
+    v = float(value)
+    if not np.isfinite(v):
+        raise InputError(f"{name} must be finite", field=name)
+    return v
+
+
+def threshold_rule(counts, t: float, *, zero_cells: ThresholdZeroPolicy = "safe") -> np.ndarray:
+    """The simple threshold rule: a cell with ``0 < count < t`` is sensitive.
+
+    Seed 003 section A: "A cell is defined to be sensitive when the number of respondents
+    is less than some predetermined threshold"; seed 001 ("Example"): "threshold value
+    t = 3, i.e cells with counts at least equal to three are safe".
+
+    Parameters
+    ----------
+    counts : array_like of int
+        Non-negative whole counts, any shape.
+    t : float
+        The threshold, ``t >= 0``; counts ``>= t`` are safe.
+    zero_cells : {"safe", "sensitive"}
+        Treatment of empty cells. ``"safe"`` (default): a cell with no respondent has nobody
+        to identify and is not sensitive, as in seed 001's example, where the zeros of key
+        values 1 and 2 are not among the cells the rule detects, and as tau-ARGUS treats
+        empty cells (cf. :mod:`service.sdc.primary`). ``"sensitive"``: zeros are flagged
+        too, for structural zeros whose emptiness is itself confidential.
+
+    Returns
+    -------
+    ndarray of bool
+        Shape of ``counts``; True where the cell is sensitive.
+
+    Raises
+    ------
+    InputError
+        ``counts`` negative, not whole or not finite (``field="counts"``, ``cell`` the flat
+        index of the first bad count); ``t`` negative or not finite (``field="t"``);
+        unknown ``zero_cells``.
+    """
+    c = _counts(counts, min_ndim=0)
+    t = _number(t, "t")
+    if t < 0:
+        raise InputError("t must be >= 0", field="t")
+    if zero_cells not in ("safe", "sensitive"):
+        raise InputError("zero_cells must be 'safe' or 'sensitive'", field="zero_cells")
+    sensitive = c < t
+    if zero_cells == "safe":
+        sensitive &= c > 0
+    return sensitive
+
+
+@dataclass(frozen=True)
+class ExtendedThresholdConfig:
+    """Which of seed 001's extended threshold rules to apply, and their thresholds.
+
+    Defaults are the values of seed 001's "Example revisited" (``t_k,abs = t_y,abs = 3``,
+    ``t_k,rel = t_y,rel = 99 %``, ``t_min = 2``) with every rule on.
+
+    Attributes
+    ----------
+    rule_1a, rule_1b, rule_2a, rule_2b, rule_3 : bool
+        Rule switches (seed 001, "Threshold rules").
+    t_key_abs : float
+        ``t_k,abs`` of rule 1a, ``>= 0``: unsafe when ``f_k - f_yk <= t_key_abs``.
+    t_target_abs : float
+        ``t_y,abs`` of rule 1b, ``>= 0``: unsafe when ``f_y - f_yk <= t_target_abs``.
+    t_key_rel : float
+        ``t_k,rel`` of rule 2a in percent, ``0 < t <= 100``: unsafe when
+        ``100 f_yk / f_k >= t_key_rel``.
+    t_target_rel : float
+        ``t_y,rel`` of rule 2b in percent, ``0 < t <= 100``.
+    t_min_cell, t_min_key, t_min_target : float
+        Rule 3 thresholds, ``>= 0``, for internal cells, key marginals and target marginals
+        (seed 001, comment on rule 3: "(three) different threshold levels").
+    zero_cells : {"dominant", "informative"}
+        ``"dominant"`` (default): rules 1-2 never flag a zero cell; ``"informative"``: they
+        also flag zero cells whose row (1a, 2a) or column (1b, 2b) holds a cell flagged by
+        the same rule. See the module docstring.
+
+    Raises
+    ------
+    InputError
+        A threshold out of range or not a finite number, a switch that is not a bool, or
+        an unknown ``zero_cells``; ``field`` is the attribute's name.
+    """
+
+    rule_1a: bool = True
+    rule_1b: bool = True
+    rule_2a: bool = True
+    rule_2b: bool = True
+    rule_3: bool = True
+    t_key_abs: float = 3.0
+    t_target_abs: float = 3.0
+    t_key_rel: float = 99.0
+    t_target_rel: float = 99.0
+    t_min_cell: float = 2.0
+    t_min_key: float = 2.0
+    t_min_target: float = 2.0
+    zero_cells: ZeroCellPolicy = "dominant"
+
+    def __post_init__(self):
+        for name in ("rule_1a", "rule_1b", "rule_2a", "rule_2b", "rule_3"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise InputError(f"{name} must be true or false", field=name)
+        for name in ("t_key_abs", "t_target_abs", "t_min_cell", "t_min_key", "t_min_target"):
+            if _number(getattr(self, name), name) < 0:
+                raise InputError(f"{name} must be >= 0", field=name)
+        for name in ("t_key_rel", "t_target_rel"):
+            v = _number(getattr(self, name), name)
+            if not 0 < v <= 100:
+                raise InputError(f"{name} is a percentage and must be in (0, 100]", field=name)
+        if self.zero_cells not in ("dominant", "informative"):
+            raise InputError("zero_cells must be 'dominant' or 'informative'",
+                             field="zero_cells")
+
+    @property
+    def rules(self) -> tuple[str, ...]:
+        """Names of the rules switched on, in the order of :data:`RULE_NAMES`."""
+        on = (self.rule_1a, self.rule_1b, self.rule_2a, self.rule_2b, self.rule_3)
+        return tuple(name for name, o in zip(RULE_NAMES, on) if o)
+
+
+@dataclass(frozen=True)
+class KeyHierarchy:
+    """Code hierarchy over the leaf positions of one key axis (seed 001, "Hierarchical
+    variables").
+
+    Parameters
+    ----------
+    parents : sequence of sequences of int
+        ``parents[0][i]`` is the level-1 area of leaf position ``i``; ``parents[l][g]`` is
+        the level-``l + 2`` area of level-``l + 1`` area ``g``. Area codes at each level are
+        ``0 .. m - 1``; the next level's array has length ``m = max(code) + 1``. A code
+        with no child is an empty area. Example: leaves ``0..3``, regions ``[0, 0, 1, 1]``,
+        one country ``[0, 0]``.
+
+    Raises
+    ------
+    InputError
+        ``field="hierarchies"``: no level, a level that is not a non-empty 1-D array of
+        whole numbers ``>= 0``, or a level whose length does not match the previous level's
+        codes.
+    """
+
+    parents: tuple
+
+    def __post_init__(self):
+        levels = self.parents
+        if isinstance(levels, np.ndarray) and levels.ndim == 1:
+            levels = (levels,)
+        elif (isinstance(levels, Sequence) and len(levels) > 0
+              and all(isinstance(p, (int, np.integer)) for p in levels)):
+            levels = (levels,)   # one level given as a flat list of codes
+        if not isinstance(levels, (Sequence, np.ndarray)) or len(levels) == 0:
+            raise InputError("a key hierarchy needs at least one level of parent codes",
+                             field="hierarchies")
+        out = []
+        for lvl, p in enumerate(levels):
+            try:
+                a = np.asarray(p)
+            except (ValueError, TypeError):
+                a = np.asarray([], dtype=object)
+            if (a.ndim != 1 or a.size == 0 or a.dtype == bool or a.dtype.kind not in "iuf"
+                    or not np.all(np.isfinite(a)) or np.any(a != np.floor(a)) or np.any(a < 0)):
+                raise InputError(f"hierarchy level {lvl + 1} must be a non-empty list of "
+                                 "area codes >= 0", field="hierarchies")
+            a = a.astype(np.int64)
+            if out and a.size != int(out[-1].max()) + 1:
+                raise InputError(
+                    f"hierarchy level {lvl + 1} has {a.size} parent codes but level {lvl} "
+                    f"has {int(out[-1].max()) + 1} areas", field="hierarchies")
+            out.append(a)
+        object.__setattr__(self, "parents", tuple(out))
+
+    @property
+    def n_leaves(self) -> int:
+        return int(self.parents[0].size)
+
+    @property
+    def depth(self) -> int:
+        """Number of levels above the leaves."""
+        return len(self.parents)
+
+    def n_areas(self, level: int) -> int:
+        """Number of area codes at ``level`` (``1 .. depth``)."""
+        return int(self.parents[level - 1].max()) + 1
+
+    def leaf_area(self, level: int) -> np.ndarray:
+        """Area code at ``level`` of every leaf position (``level = 0``: the leaf itself)."""
+        area = np.arange(self.n_leaves)
+        for p in self.parents[:level]:
+            area = p[area]
+        return area
+
+
+@dataclass(frozen=True)
+class LevelFlags:
+    """Rules 1a and 2a on one target axis at one level of one hierarchical key axis.
+
+    Attributes
+    ----------
+    target_axis, key_axis, level : int
+        ``level >= 1``; level 0 is the leaf table.
+    counts : ndarray of int
+        The table with ``key_axis`` coarsened to the level's areas.
+    flags : dict of str to ndarray of bool
+        Per rule ("1a", "2a", those switched on), shape of ``counts``.
+    checked : dict of str to ndarray of bool
+        Per rule, shape of ``counts`` with ``target_axis`` of length 1: False where the
+        area's row was skipped because it was entirely safe at the level below.
+    """
+
+    target_axis: int
+    key_axis: int
+    level: int
+    counts: np.ndarray
+    flags: dict[str, np.ndarray]
+    checked: dict[str, np.ndarray]
+
+
+@dataclass(frozen=True)
+class ExtendedThresholdResult:
+    """Verdicts of :func:`extended_threshold_rules`.
+
+    Attributes
+    ----------
+    flags : dict of str to ndarray of bool
+        One entry per rule switched on ("1a", "1b", "2a", "2b", "3"), shape of the counts;
+        True where the rule flags the cell for some target axis or, for 1a and 2a, at some
+        level of a key hierarchy. Rules switched off have no entry.
+    inherited : dict of str to ndarray of bool
+        For "1a" and "2a" when switched on: the leaf cells marked by an unsafe aggregated
+        cell at a higher level of a key hierarchy, whether or not the leaf check flags
+        them too (all False without hierarchies).
+    key_marginal_counts, key_marginal_flags : dict of int to ndarray
+        Per target axis ``j``: ``f_k`` (the counts summed over axis ``j``, shape of the
+        counts without axis ``j``) and rule 3's verdict ``0 < f_k < t_min_key`` (all False
+        when rule 3 is off).
+    target_marginal_counts, target_marginal_flags : ndarray
+        ``f_y`` (the counts summed over the key axes, shape of the counts without the key
+        axes) and ``0 < f_y < t_min_target``.
+    unsafe : ndarray of bool
+        Cells flagged by any rule, shape of the counts.
+    levels : tuple of LevelFlags
+        Verdicts of the aggregated cells at the higher levels of key hierarchies.
+    rules : tuple of str
+        The rules switched on.
+    """
+
+    flags: dict[str, np.ndarray]
+    inherited: dict[str, np.ndarray]
+    key_marginal_counts: dict[int, np.ndarray]
+    key_marginal_flags: dict[int, np.ndarray]
+    target_marginal_counts: np.ndarray
+    target_marginal_flags: np.ndarray
+    unsafe: np.ndarray
+    levels: tuple[LevelFlags, ...] = field(default_factory=tuple)
+    rules: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _axes(value, ndim: int, name: str) -> tuple[int, ...]:
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        value = (value,)
+    if not isinstance(value, (Sequence, np.ndarray)) or isinstance(value, str) or len(value) == 0:
+        raise InputError(f"{name} must be a non-empty list of axis numbers", field=name)
+    axes = []
+    for ax in value:
+        if isinstance(ax, (bool, np.bool_)) or not isinstance(ax, (int, np.integer)):
+            raise InputError(f"{name} must hold axis numbers (integers), got {ax!r}", field=name)
+        if not -ndim <= ax < ndim:
+            raise InputError(f"axis {int(ax)} in {name} is out of range for counts with "
+                             f"{ndim} dimensions", field=name)
+        axes.append(int(ax) % ndim)
+    if len(set(axes)) != len(axes):
+        raise InputError(f"{name} names an axis twice", field=name)
+    return tuple(axes)
+
+
+def _dominance(c: np.ndarray, marginal: np.ndarray, t_abs: float | None,
+               t_rel: float | None) -> np.ndarray:
+    """Rule 1 (``t_abs``) or rule 2 (``t_rel``) of seed 001 on the non-zero cells.
+
+    Rule 1a/1b: ``f_yk >= f - t_abs``; rule 2a/2b: ``100 f_yk >= t_rel f`` (seed 001,
+    "Threshold rules"; inclusive readings argued in the module docstring), with ``f`` the
+    key or target marginal broadcast against the cells.
+    """
+    if t_abs is not None:
+        hit = c >= marginal - t_abs
+    else:
+        hit = 100.0 * c >= t_rel * marginal
+    return hit & (c > 0)
+
+
+def _spread_to_zeros(flag: np.ndarray, c: np.ndarray, axis) -> np.ndarray:
+    """``zero_cells="informative"``: zero cells sharing a flagged row/column (``axis``)."""
+    return flag | ((c == 0) & flag.any(axis=axis, keepdims=True))
+
+
+def _rules_1_2(c: np.ndarray, target_axis: int, key_axes: tuple[int, ...],
+               cfg: ExtendedThresholdConfig, rules: Sequence[str]) -> dict[str, np.ndarray]:
+    """Rules 1a, 1b, 2a, 2b (those in ``rules``) for one target axis, other axes fixed.
+
+    ``f_k`` sums over ``target_axis``; ``f_y`` over ``key_axes`` (seed 001, "Threshold
+    rules": ``f_k = sum_y f_yk``, ``f_y = sum_k f_yk``).
+    """
+    out = {}
+    f_k = c.sum(axis=target_axis, keepdims=True)
+    f_y = c.sum(axis=key_axes, keepdims=True) if ("1b" in rules or "2b" in rules) else None
+    specs = {"1a": (f_k, cfg.t_key_abs, None, target_axis),
+             "2a": (f_k, None, cfg.t_key_rel, target_axis),
+             "1b": (f_y, cfg.t_target_abs, None, key_axes),
+             "2b": (f_y, None, cfg.t_target_rel, key_axes)}
+    for name in ("1a", "1b", "2a", "2b"):   # a loop over the rules, each vectorised over cells
+        if name not in rules:
+            continue
+        marginal, t_abs, t_rel, along = specs[name]
+        flag = _dominance(c, marginal, t_abs, t_rel)
+        if cfg.zero_cells == "informative":
+            flag = _spread_to_zeros(flag, c, along)
+        out[name] = flag
+    return out
+
+
+def _aggregate(x: np.ndarray, parent: np.ndarray, n_areas: int, axis: int) -> np.ndarray:
+    """Sum ``x`` along ``axis`` into ``n_areas`` areas, position ``i`` into ``parent[i]``."""
+    moved = np.moveaxis(x, axis, 0)
+    out = np.zeros((n_areas,) + moved.shape[1:], dtype=x.dtype)
+    np.add.at(out, parent, moved)
+    return np.moveaxis(out, 0, axis)
+
+
+def _hierarchy(c: np.ndarray, target_axis: int, key_axis: int, h: KeyHierarchy,
+               leaf_flags: dict[str, np.ndarray], cfg: ExtendedThresholdConfig,
+               rules: Sequence[str]) -> tuple[list[LevelFlags], dict[str, np.ndarray]]:
+    """Rules 1a and 2a at every level of ``h`` (seed 001, "Hierarchical variables").
+
+    Returns the per-level verdicts and, per rule, the leaf cells they mark (module
+    docstring, "Hierarchical key variables").
+    """
+    levels: list[LevelFlags] = []
+    inherited = {r: np.zeros(c.shape, bool) for r in rules}
+    prev_counts, prev_flags = c, leaf_flags
+    for level in range(1, h.depth + 1):   # a loop over the few levels
+        parent, n_areas = h.parents[level - 1], h.n_areas(level)
+        agg = _aggregate(prev_counts, parent, n_areas, key_axis)
+        found = _rules_1_2(agg, target_axis, (key_axis,), cfg, rules)
+        flags, checked = {}, {}
+        area = h.leaf_area(level)
+        for r in rules:
+            # An area is checked only when some cell of it at the level below is unsafe.
+            below = prev_flags[r].any(axis=target_axis, keepdims=True).astype(np.int64)
+            checked[r] = _aggregate(below, parent, n_areas, key_axis) > 0
+            flags[r] = found[r] & checked[r]
+            up = np.take(flags[r], area, axis=key_axis)
+            up_zero = np.take(agg, area, axis=key_axis) == 0
+            inherited[r] |= up & ((c > 0) | up_zero)
+        levels.append(LevelFlags(target_axis=target_axis, key_axis=key_axis, level=level,
+                                 counts=agg, flags=flags, checked=checked))
+        prev_counts, prev_flags = agg, flags
+    return levels, inherited
+
+
+def extended_threshold_rules(
+    counts,
+    key_axes: int | Sequence[int],
+    target_axes: int | Sequence[int],
+    config: ExtendedThresholdConfig | None = None,
+    hierarchies: Mapping[int, KeyHierarchy | Sequence[Sequence[int]]] | None = None,
+) -> ExtendedThresholdResult:
+    """Seed 001's extended threshold rules on a table of counts.
+
+    Parameters
+    ----------
+    counts : array_like of int
+        Leaf counts, at least 2-D, non-negative whole numbers; one axis per spanning
+        variable.
+    key_axes : int or sequence of int
+        Axes of the key variables (known to the intruder).
+    target_axes : int or sequence of int
+        Axes of the target variables; the rules run for each in turn with every other axis
+        held fixed (module docstring).
+    config : ExtendedThresholdConfig, optional
+        Rule switches and thresholds; default :class:`ExtendedThresholdConfig()`.
+    hierarchies : mapping of int to KeyHierarchy or its parent codes, optional
+        Hierarchies of key axes, by axis number; rules 1a and 2a are repeated at every
+        level (module docstring, "Hierarchical key variables").
+
+    Returns
+    -------
+    ExtendedThresholdResult
+
+    Raises
+    ------
+    InputError
+        ``field="counts"`` for counts that are negative, not whole, not finite or too large
+        (``cell`` is the flat row-major index), or with fewer than 2 dimensions;
+        ``field="key_axes"`` / ``"target_axes"`` for axes out of range, repeated, or (for
+        ``target_axes``) also named as key axes; ``field="hierarchies"`` for a hierarchy on
+        an axis that is not a key axis, or whose leaf count differs from the axis length;
+        the config's own errors (:class:`ExtendedThresholdConfig`).
+
+    Notes
+    -----
+    Rules (seed 001, "Threshold rules"; readings argued in the module docstring):
+
+    * 1a: ``f_yk >= f_k - t_key_abs``;  1b: ``f_yk >= f_y - t_target_abs``;
+    * 2a: ``100 f_yk / f_k >= t_key_rel``;  2b: ``100 f_yk / f_y >= t_target_rel``;
+      rules 1-2 only on non-zero cells unless ``zero_cells="informative"``;
+    * 3: ``0 < f_yk < t_min_cell`` for cells, ``0 < f_k < t_min_key`` and
+      ``0 < f_y < t_min_target`` for the marginals, reported separately.
+    """
+    cfg = ExtendedThresholdConfig() if config is None else config
+    if not isinstance(cfg, ExtendedThresholdConfig):
+        raise InputError("config must be an ExtendedThresholdConfig", field="config")
+    c = _counts(counts, min_ndim=2)
+    keys = _axes(key_axes, c.ndim, "key_axes")
+    targets = _axes(target_axes, c.ndim, "target_axes")
+    both = sorted(set(keys) & set(targets))
+    if both:
+        raise InputError(f"axis {both[0]} is named both as key and as target axis",
+                         field="target_axes")
+    hier = _hierarchies(hierarchies, c, keys)
+
+    rules = cfg.rules
+    dom_rules = [r for r in rules if r in ("1a", "1b", "2a", "2b")]
+    up_rules = [r for r in rules if r in HIERARCHY_RULES]
+    flags = {r: np.zeros(c.shape, bool) for r in rules}
+    inherited = {r: np.zeros(c.shape, bool) for r in up_rules}
+    levels: list[LevelFlags] = []
+    key_counts, key_flags = {}, {}
+    for j in targets:   # a loop over the target axes (seed 001: "one at a time")
+        found = _rules_1_2(c, j, keys, cfg, dom_rules)
+        for r, f in found.items():
+            flags[r] |= f
+        for a, h in hier.items():
+            lv, inh = _hierarchy(c, j, a, h, {r: found[r] for r in up_rules}, cfg, up_rules)
+            levels.extend(lv)
+            for r in up_rules:
+                inherited[r] |= inh[r]
+        f_k = c.sum(axis=j)
+        key_counts[j] = f_k
+        key_flags[j] = ((f_k > 0) & (f_k < cfg.t_min_key) if cfg.rule_3
+                        else np.zeros(f_k.shape, bool))
+    for r in up_rules:
+        flags[r] |= inherited[r]
+    f_y = c.sum(axis=keys)
+    if cfg.rule_3:
+        flags["3"] = (c > 0) & (c < cfg.t_min_cell)
+        target_flags = (f_y > 0) & (f_y < cfg.t_min_target)
+    else:
+        target_flags = np.zeros(f_y.shape, bool)
+    return ExtendedThresholdResult(
+        flags=flags,
+        inherited=inherited,
+        key_marginal_counts=key_counts,
+        key_marginal_flags=key_flags,
+        target_marginal_counts=f_y,
+        target_marginal_flags=target_flags,
+        unsafe=np.logical_or.reduce([np.zeros(c.shape, bool), *flags.values()]),
+        levels=tuple(levels),
+        rules=rules,
+    )
+
+
+def _hierarchies(hierarchies, c: np.ndarray, keys: tuple[int, ...]) -> dict[int, KeyHierarchy]:
+    if hierarchies is None:
+        return {}
+    if not isinstance(hierarchies, Mapping):
+        raise InputError("hierarchies must map key axis numbers to hierarchies",
+                         field="hierarchies")
+    out = {}
+    for axis, h in hierarchies.items():   # a loop over the few hierarchical axes
+        (a,) = _axes(axis, c.ndim, "hierarchies")
+        if a not in keys:
+            raise InputError(f"axis {a} has a hierarchy but is not a key axis (only key "
+                             "hierarchies are supported)", field="hierarchies")
+        if a in out:
+            raise InputError(f"axis {a} has two hierarchies", field="hierarchies")
+        h = h if isinstance(h, KeyHierarchy) else KeyHierarchy(h)
+        if h.n_leaves != c.shape[a]:
+            raise InputError(f"the hierarchy of axis {a} covers {h.n_leaves} leaf positions "
+                             f"but the axis has {c.shape[a]}", field="hierarchies")
+        out[a] = h
+    return out

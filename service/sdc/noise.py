@@ -1,0 +1,221 @@
+"""Noise multipliers for microdata before tabulation (seed 003 B.4), deterministic per
+respondent so that repeated queries see the same noise (seed 003 C).
+
+Seed 003 B.4: every establishment gets a multiplier close to ``1 + d`` or ``1 - d`` (the
+seed's example: ``d = 10 %``, multipliers near 1.1 or 0.9); the direction is drawn at
+random per company (enterprise), so all establishments of one company are perturbed the
+same way; within a company each establishment draws its multiplier from the half of the
+distribution on the company's side; the half near ``1 - d`` is the "mirror image" of the
+half near ``1 + d``, so the joint distribution is symmetric about 1 and every multiplier has
+expectation 1 (the noise in a cell is the sum of its establishments' noise, expectation 0).
+
+Readings chosen:
+
+* Distribution: ``m = 1 + s (d + w (2 u - 1))`` with ``s = +1`` or ``-1`` (probability 1/2
+  each) per enterprise and ``u`` uniform on ``[0, 1)`` per establishment, so ``m`` is
+  uniform on ``[1 + d - w, 1 + d + w)`` or on the mirror interval ``(1 - d - w, 1 - d + w]``
+  (``w`` = ``jitter``). The seed allows "any type of distribution"; the uniform is the
+  simplest with the required mirror symmetry and bounded support. With ``0 <= w < d`` the
+  two halves do not overlap, so every multiplier of an enterprise lies on its side of 1,
+  and with ``d < 0.5`` every multiplier lies in ``(0, 2)``.
+* "The overall distribution of the multipliers across all establishments within a company
+  average the specified percent": met in expectation (the jitter has mean 0), not forced
+  exactly per company. Centring the jitter within each company would make an
+  establishment's multiplier depend on which other establishments a query includes, and
+  the multiplier must depend on nothing but the respondent.
+* Randomness is keyed, not drawn: ``s`` comes from ``HMAC-SHA256(secret, "direction:" +
+  enterprise_id)`` and ``u`` from ``HMAC-SHA256(secret, "jitter:" + establishment_id)``,
+  the first 8 bytes of the digest read big-endian, top 53 bits divided by ``2**53``
+  (uniform on ``[0, 1)`` for a pseudo-random function); ``s = +1`` when that uniform is
+  below 1/2. A respondent therefore gets the same multiplier in every query and every
+  process, so averaging repeated or overlapping queries of an online query system (seed
+  003 C, where the noise is likewise added to the microdata before any cell is computed)
+  does not wash the noise out; another secret gives unrelated multipliers. Ids are
+  hashed as the UTF-8 bytes of ``str(id)``.
+* Nothing derived from the secret is kept between calls (no cache): one HMAC costs about
+  a microsecond, and a cache would hold secret-keyed values in process memory for the
+  life of the process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Sequence
+
+import numpy as np
+
+from .errors import InputError
+
+_DIRECTION = b"direction:"
+_JITTER = b"jitter:"
+
+
+def _ids(ids, name: str) -> np.ndarray:
+    """Ids as a 1-D array of str; ``InputError`` naming ``name`` otherwise."""
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, (Sequence, np.ndarray)):
+        raise InputError(f"{name} must be a list of ids", field=name)
+    a = np.asarray(ids, dtype=object)
+    if a.ndim != 1:
+        raise InputError(f"{name} must be a flat list of ids", field=name)
+    ok = np.fromiter((isinstance(x, (str, int, np.integer)) and not isinstance(x, bool)
+                      for x in a), dtype=bool, count=a.size)
+    if not ok.all():
+        raise InputError(f"an id in {name} is neither a string nor an integer", field=name,
+                         cell=int(np.flatnonzero(~ok)[0]))
+    return a.astype(str)
+
+
+def _uniforms(secret: bytes, prefix: bytes, ids: np.ndarray) -> np.ndarray:
+    """``HMAC-SHA256(secret, prefix + id)`` of each id mapped to a uniform on ``[0, 1)``.
+
+    The hashing is per id; the mapping of the digests is vectorised: first 8 bytes,
+    big-endian, ``>> 11`` (53 bits), times ``2**-53``.
+    """
+    digests = b"".join(hmac.digest(secret, prefix + i.encode("utf-8"), hashlib.sha256)[:8]
+                       for i in ids.tolist())
+    words = np.frombuffer(digests, dtype=">u8").astype(np.uint64)
+    return (words >> np.uint64(11)).astype(np.float64) * 2.0**-53
+
+
+def _check_params(secret, d, jitter) -> tuple[bytes, float, float]:
+    if not isinstance(secret, (bytes, bytearray)) or len(secret) == 0:
+        raise InputError("secret must be non-empty bytes", field="secret")
+    for name, v in (("d", d), ("jitter", jitter)):
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) \
+                or not np.isfinite(v):
+            raise InputError(f"{name} must be a finite number", field=name)
+    d, jitter = float(d), float(jitter)
+    if not 0 < d < 0.5:
+        raise InputError("d must be in (0, 0.5)", field="d")
+    if not 0 <= jitter < d:
+        raise InputError("jitter must be in [0, d)", field="jitter")
+    return bytes(secret), d, jitter
+
+
+def directions(enterprise_ids, secret: bytes) -> np.ndarray:
+    """Direction of the noise of each enterprise, ``+1`` or ``-1`` (seed 003 B.4: "the
+    direction of adding the noise to each responding company is randomly assigned").
+
+    ``+1`` when the uniform from ``HMAC-SHA256(secret, "direction:" + id)`` is below 1/2,
+    so each direction has probability 1/2.
+
+    Parameters
+    ----------
+    enterprise_ids : sequence of str or int
+    secret : bytes
+
+    Returns
+    -------
+    ndarray of float, shape (n,)
+    """
+    ent = _ids(enterprise_ids, "enterprise_ids")
+    if not isinstance(secret, (bytes, bytearray)) or len(secret) == 0:
+        raise InputError("secret must be non-empty bytes", field="secret")
+    uniq, inverse = np.unique(ent, return_inverse=True)
+    u = _uniforms(bytes(secret), _DIRECTION, uniq)
+    return np.where(u < 0.5, 1.0, -1.0)[inverse]
+
+
+def multipliers(enterprise_ids, establishment_ids, secret: bytes, d: float,
+                jitter: float) -> np.ndarray:
+    """Noise multiplier of each establishment (seed 003 B.4).
+
+    ``m = 1 + s (d + jitter (2 u - 1))`` with ``s`` the enterprise's direction
+    (:func:`directions`) and ``u`` the uniform from ``HMAC-SHA256(secret, "jitter:" +
+    establishment_id)``; see the module docstring for the distribution and why it is
+    keyed. Each distinct id is hashed once.
+
+    Parameters
+    ----------
+    enterprise_ids : sequence of str or int, length n
+        Enterprise (company) of each establishment.
+    establishment_ids : sequence of str or int, length n
+        Establishment; an establishment listed twice gets the same multiplier twice.
+    secret : bytes
+        Key of the HMAC; kept by the agency ("the exact percent to remain confidential").
+    d : float
+        Noise level, ``0 < d < 0.5`` (seed 003 B.4's example: 0.1).
+    jitter : float
+        Half-width of the uniform spread around ``1 +- d``, ``0 <= jitter < d``.
+
+    Returns
+    -------
+    ndarray of float, shape (n,)
+        Each in ``[1 + d - jitter, 1 + d + jitter]`` or ``[1 - d - jitter, 1 - d + jitter]``.
+
+    Raises
+    ------
+    InputError
+        ``field`` ``"enterprise_ids"`` / ``"establishment_ids"`` for ids that are not
+        strings or integers, lists of different lengths, or an establishment listed under
+        two enterprises (``cell`` is its position); ``"secret"``, ``"d"``, ``"jitter"`` for
+        parameters out of range.
+    """
+    ent = _ids(enterprise_ids, "enterprise_ids")
+    est = _ids(establishment_ids, "establishment_ids")
+    if ent.size != est.size:
+        raise InputError(f"{est.size} establishment ids for {ent.size} enterprise ids",
+                         field="establishment_ids")
+    secret, d, jitter = _check_params(secret, d, jitter)
+    est_uniq, est_inv = np.unique(est, return_inverse=True)
+    ent_uniq, ent_inv = np.unique(ent, return_inverse=True)
+    # One enterprise per establishment: the first enterprise seen for each establishment
+    # must be the enterprise of every row of it.
+    first_row = np.full(est_uniq.size, ent.size, dtype=np.int64)
+    np.minimum.at(first_row, est_inv, np.arange(ent.size))
+    clash = ent_inv != ent_inv[first_row[est_inv]]
+    if clash.any():
+        row = int(np.flatnonzero(clash)[0])
+        raise InputError(f"establishment {est[row]!r} is listed under two enterprises",
+                         field="enterprise_ids", cell=row)
+    s = np.where(_uniforms(secret, _DIRECTION, ent_uniq) < 0.5, 1.0, -1.0)[ent_inv]
+    u = _uniforms(secret, _JITTER, est_uniq)[est_inv]
+    return 1.0 + s * (d + jitter * (2.0 * u - 1.0))
+
+
+def apply_noise(values, multipliers) -> np.ndarray:
+    """Noisy values ``x m`` of the microdata, to be tabulated afterwards (seed 003 B.4:
+    "noise addition adjusts the reported values prior to any tabulations"; the noise in a
+    cell is the sum of its establishments' noise).
+
+    Parameters
+    ----------
+    values : array_like of float
+        Reported values, finite.
+    multipliers : array_like of float
+        Same shape, finite and ``> 0`` (as from :func:`multipliers`).
+
+    Returns
+    -------
+    ndarray of float
+
+    Raises
+    ------
+    InputError
+        ``field="values"`` or ``"multipliers"``: not numbers, not finite (``cell`` is the
+        flat index), multipliers ``<= 0``, or shapes that differ.
+    """
+    arrays = []
+    for name, x in (("values", values), ("multipliers", multipliers)):
+        try:
+            a = np.asarray(x)
+        except (ValueError, TypeError):
+            raise InputError(f"{name} must be an array of numbers", field=name) from None
+        if a.dtype == bool or a.dtype.kind not in "iuf":
+            raise InputError(f"{name} must be numbers", field=name)
+        a = a.astype(np.float64)
+        bad = ~np.isfinite(a.reshape(-1))
+        if bad.any():
+            raise InputError(f"{name} must be finite", field=name,
+                             cell=int(np.flatnonzero(bad)[0]))
+        arrays.append(a)
+    v, m = arrays
+    if v.shape != m.shape:
+        raise InputError(f"values have shape {v.shape} but multipliers {m.shape}",
+                         field="multipliers")
+    bad = m.reshape(-1) <= 0
+    if bad.any():
+        raise InputError("multiplier must be > 0", field="multipliers",
+                         cell=int(np.flatnonzero(bad)[0]))
+    return v * m
