@@ -53,7 +53,8 @@ class PQRule(BaseModel):
     @model_validator(mode="after")
     def _q_above_p(self) -> PQRule:
         if self.q <= self.p:
-            raise ValueError(f"q ({self.q}) must be greater than p ({self.p}) (seed 002, Rule 1)")
+            # No values in the message: in a profile file they are confidential.
+            raise ValueError("q must be greater than p (seed 002, Rule 1)")
         return self
 
 

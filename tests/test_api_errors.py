@@ -361,10 +361,6 @@ def test_conversion_bad_input(client, body):
 
 # --------------------------------------------------------------------------- known 500s
 
-@pytest.mark.xfail(strict=True, reason="BUG: service/sdc/conversions.py equivalents() returns "
-                   "pq q*f without checking q <= 10000 (schemas/rules.py PQRule.q le=10000); "
-                   "ConversionReply.model_validate in service/api/conversions.py then raises "
-                   "a ValidationError -> 500")
 def test_conversion_pq_relaxed_beyond_the_q_limit_is_not_a_500(make_client):
     client = make_client(raise_server_exceptions=False)
     response = client.post("/v1/conversions", json={"rule": {"type": "pq", "p": 10, "q": 5000},
@@ -372,10 +368,6 @@ def test_conversion_pq_relaxed_beyond_the_q_limit_is_not_a_500(make_client):
     assert response.status_code in (200, 422), response.text
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: service/sdc/conversions.py k_relaxed(k, f) = "
-                   "100 - (100-k)/f rounds to 100.0 for k close to 100, and p_relaxed = p/f "
-                   "underflows to 0.0 for tiny p; service/api/conversions.py then fails to "
-                   "build the reply (0 < k, p < 100) -> 500")
 @pytest.mark.parametrize("body", [
     {"rule": {"type": "dominance", "n": 2, "k": 99.99999999999999}, "negative_factor": 2},
     {"rule": {"type": "p_percent", "p": 5e-324}, "negative_factor": 4},
@@ -386,10 +378,6 @@ def test_conversion_relaxed_to_an_invalid_parameter_is_not_a_500(make_client, bo
     assert response.status_code in (200, 422), response.text
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: under negative_values mode 'relaxed', "
-                   "Dominance/RequestRule.relaxed (service/sdc/rules.py) can give k_f == 100.0 "
-                   "and PPercent.relaxed p_f == 0.0; sensitivity() then divides by 100 - k or "
-                   "by p -> ZeroDivisionError -> 500")
 @pytest.mark.parametrize("rule", [
     {"type": "dominance", "n": 1, "k": 99.99999999999999},
     {"type": "request", "k": 99.99999999999999},
@@ -500,25 +488,6 @@ FUZZ = settings(max_examples=200, deadline=None,
 ALLOWED = {200, 413, 422}
 
 
-def _known_conversion_bug(body) -> bool:
-    """Inputs of the xfail tests above (relaxed pq beyond q = 10000, relaxed k rounding to
-    100, relaxed p underflowing to 0); excluded so that the fuzz test reports new failures
-    only. Remove once those bugs are fixed."""
-    try:
-        rule, f = body["rule"], body["negative_factor"]
-        if not (isinstance(f, (int, float)) and 1 < f <= 1e6):
-            return False
-        if rule.get("type") == "pq":
-            return rule["q"] * f > 10_000
-        if rule.get("type") == "dominance":
-            return 100 - (100 - rule["k"]) / f >= 100
-        if rule.get("type") == "p_percent":
-            return rule["p"] / f <= 0
-    except (KeyError, TypeError, AttributeError):
-        return False
-    return False
-
-
 @FUZZ
 @given(body=json_values | mutated(VALID_SENSITIVITY))
 def test_fuzz_sensitivity_never_500(make_client, body):
@@ -531,7 +500,6 @@ def test_fuzz_sensitivity_never_500(make_client, body):
 @FUZZ
 @given(body=json_values | st.one_of([mutated(b) for b in VALID_CONVERSIONS]))
 def test_fuzz_conversions_never_500(make_client, body):
-    assume(not _known_conversion_bug(body))
     client = make_client(raise_server_exceptions=False)
     response = post_raw(client, _encode(body), "/v1/conversions")
     assert response.status_code in ALLOWED, (body, response.text)

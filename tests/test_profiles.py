@@ -179,9 +179,6 @@ def test_invalid_profile_file_raises_config_error_without_the_values(tmp_path):
     assert "profiles.bad.rules.rules.0" in message   # the field is named
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: service/config.py load_profiles includes the "
-                   "pydantic 'msg', and PQRule._q_above_p (schemas/rules.py) puts q and p "
-                   "into its ValueError text, so ConfigError reveals confidential parameters")
 def test_invalid_pq_profile_does_not_reveal_p_and_q(tmp_path):
     path = write_profiles(tmp_path, {"bad": {"rules": {"rules": [
         {"type": "pq", "p": 17.5, "q": 12.25}]}}})   # q < p

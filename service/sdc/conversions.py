@@ -93,6 +93,10 @@ class Equivalent:
 
 
 def equivalents(kind: str, params: dict, negative_factor: float | None = None) -> list[Equivalent]:
+    return [e for e in _equivalents(kind, params, negative_factor) if _valid(e)]
+
+
+def _equivalents(kind: str, params: dict, negative_factor: float | None) -> list[Equivalent]:
     """Rules the seeds relate to the rule ``kind`` with ``params``.
 
     Parameters
@@ -149,9 +153,11 @@ def equivalents(kind: str, params: dict, negative_factor: float | None = None) -
                               "less_protective", "seed 003 B.1.d Table 1 (q/p)"))
     else:
         raise ValueError(f"no conversions for rule type {kind!r}")
-    return [e for e in out if _valid(e)]
+    return out
 
 
 def _valid(e: Equivalent) -> bool:
+    """Only rules the API accepts: 0 < p, k < 100 and p < q <= 10000."""
     value = e.params.get("p", e.params.get("k"))
-    return 0.0 < value < 100.0
+    q = e.params.get("q", 100.0)
+    return 0.0 < value < 100.0 and value < q <= 10_000.0

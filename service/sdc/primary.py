@@ -23,6 +23,7 @@ from typing import Literal
 
 import numpy as np
 
+from .errors import InputError
 from .magnitudes import Magnitudes, NegativePolicy
 from .rules import Rule
 
@@ -65,9 +66,15 @@ class RuleSet:
     def effective_rules(self) -> tuple[Rule, ...]:
         """The rules as evaluated: relaxed to ``p/f``, ``k_f`` under ``negative.mode ==
         "relaxed"`` (seed 004 strategy 1), unchanged otherwise."""
-        if self.negative.mode == "relaxed":
-            return tuple(r.relaxed(self.negative.factor) for r in self.rules)
-        return self.rules
+        if self.negative.mode != "relaxed":
+            return self.rules
+        relaxed = tuple(r.relaxed(self.negative.factor) for r in self.rules)
+        for rule in relaxed:
+            params = [getattr(rule, name) for name in ("p", "k") if hasattr(rule, name)]
+            if any(not 0.0 < v < 100.0 for v in params):
+                raise InputError("the relaxation factor takes a rule parameter outside (0, 100)",
+                                 field="rules.negative_values.factor")
+        return relaxed
 
 
 @dataclass(frozen=True)
