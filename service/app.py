@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
+
 from fastapi import FastAPI
 
 from .api import conversions, errors, health, sensitivity
@@ -10,10 +13,26 @@ from .metrics import Metrics
 from .middleware import BodyLimitMiddleware, MetricsMiddleware
 
 
+def _tune_gc() -> None:
+    """Move start-up objects out of the collector's view and collect young objects less
+    often: a request allocates thousands of short-lived validation objects, and frequent
+    full collections over the long-lived ones were the tail of the latency distribution."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(20_000, 20, 20)
+
+
+@contextlib.asynccontextmanager
+async def _lifespan(app: FastAPI):
+    _tune_gc()
+    yield
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = Settings.from_env() if settings is None else settings
     metrics = Metrics.create()
     app = FastAPI(
+        lifespan=_lifespan,
         title="Statistical disclosure control service",
         version="0.1.0",
         description="Sensitivity of table cells, protection levels, and (as they land) "
