@@ -102,6 +102,12 @@ class Dominance:
         return Dominance(self.n, conversions.k_relaxed(self.k, f))
 
 
+def _coalition_remainder(m: Magnitudes, c: int) -> np.ndarray:
+    """``X - x_1 - ... - x_{c+1}``: what the largest contributor's value is hidden in once
+    a coalition of ``c`` (the next largest) subtracts its own (seed 003 B.1.a)."""
+    return m.total - m.top_sum(c + 1)
+
+
 @dataclass(frozen=True)
 class PPercent:
     """p%-rule with coalitions of size ``c``.
@@ -122,7 +128,7 @@ class PPercent:
         return self.c + 1
 
     def _remainder(self, m: Magnitudes) -> np.ndarray:
-        return m.total - m.top_sum(self.c + 1)
+        return _coalition_remainder(m, self.c)
 
     def sensitivity(self, m: Magnitudes) -> np.ndarray:
         return m.target - 100.0 / self.p * self._remainder(m)
@@ -158,7 +164,7 @@ class PriorPosterior:
         return self.c + 1
 
     def _remainder(self, m: Magnitudes) -> np.ndarray:
-        return m.total - m.top_sum(self.c + 1)
+        return _coalition_remainder(m, self.c)
 
     def sensitivity(self, m: Magnitudes) -> np.ndarray:
         return m.target - self.q / self.p * self._remainder(m)
