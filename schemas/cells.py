@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 _STRICT = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-CellKey = list[str]
+def _utf8(code: str) -> str:
+    # JSON can carry lone surrogates ("\ud800") that no UTF-8 reply could repeat.
+    try:
+        code.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("code is not valid Unicode text (lone surrogate)") from None
+    return code
+
+
+Code = Annotated[str, AfterValidator(_utf8), Field(max_length=200)]
+CellKey = list[Code]
 
 
 class Contribution(BaseModel):

@@ -391,10 +391,6 @@ def test_relaxed_rule_with_extreme_parameter_is_not_a_500(make_client, rule):
     assert response.status_code in (200, 422), response.text
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a cell key with a lone surrogate (JSON "
-                   "\"\\ud800\") passes validation (json.loads + pydantic python mode) and "
-                   "orjson refuses to serialise it in service/api/responses.py -> 500, both "
-                   "in a 200 reply and in the 422 reply that echoes the key")
 @pytest.mark.parametrize("value", [b"1", b"-1"], ids=["reply", "error reply"])
 def test_lone_surrogate_in_key_is_not_a_500(make_client, value):
     client = make_client(raise_server_exceptions=False)

@@ -36,7 +36,13 @@ def _cell_key(body, index):
         key = body["cells"][index]["key"]
     except (TypeError, KeyError, IndexError):
         return None
-    return key if isinstance(key, list) and all(isinstance(k, str) for k in key) else None
+    if not (isinstance(key, list) and all(isinstance(k, str) for k in key)):
+        return None
+    try:
+        "".join(key).encode("utf-8")   # a lone surrogate could not be written in the reply
+    except UnicodeEncodeError:
+        return None
+    return key
 
 
 def _validation_detail(error: dict, body) -> dict:
