@@ -295,8 +295,8 @@ class _CellSpace:
     """What :class:`Table` and :class:`LinkedTables` share: keys, lookup, relations.
 
     Subclasses set ``dimensions``, ``shape`` and ``_flat`` (each cell's row-major index in
-    the full cross-classification of ``dimensions``, increasing) and the cached properties
-    ``relations``, ``relation_dimension`` and ``relation_parent``.
+    the full cross-classification of ``dimensions``, increasing) and the cached property
+    ``_relation_parts``: the relation matrix, each row's dimension and each row's parent.
     """
 
     dimensions: tuple[Hierarchy, ...]
@@ -307,6 +307,18 @@ class _CellSpace:
     def names(self) -> tuple[str, ...]:
         """Dimension names in axis order."""
         return tuple(h.name for h in self.dimensions)
+
+    @property
+    def relations(self) -> sp.csr_matrix:
+        return self._relation_parts[0]
+
+    @property
+    def relation_dimension(self) -> np.ndarray:
+        return self._relation_parts[1]
+
+    @property
+    def relation_parent(self) -> np.ndarray:
+        return self._relation_parts[2]
 
     @property
     def n_cells(self) -> int:
@@ -525,18 +537,6 @@ class Table(_CellSpace):
                           shape=(n_rows, self.n_cells))
         return a, np.concatenate(dim_of), np.concatenate(parent_of)
 
-    @property
-    def relations(self) -> sp.csr_matrix:
-        return self._relation_parts[0]
-
-    @property
-    def relation_dimension(self) -> np.ndarray:
-        return self._relation_parts[1]
-
-    @property
-    def relation_parent(self) -> np.ndarray:
-        return self._relation_parts[2]
-
     @cached_property
     def is_leaf(self) -> np.ndarray:
         """Cells whose codes are leaves on every dimension."""
@@ -678,18 +678,6 @@ class LinkedTables(_CellSpace):
         # A relation is fixed by its dimension and parent cell; tables sharing it keep one.
         _, first = np.unique(dim_of * self.n_cells + parent_of, return_index=True)
         return stacked[first], dim_of[first], parent_of[first]
-
-    @property
-    def relations(self) -> sp.csr_matrix:
-        return self._relation_parts[0]
-
-    @property
-    def relation_dimension(self) -> np.ndarray:
-        return self._relation_parts[1]
-
-    @property
-    def relation_parent(self) -> np.ndarray:
-        return self._relation_parts[2]
 
 
 def _first_difference(a: Hierarchy, b: Hierarchy) -> str:
