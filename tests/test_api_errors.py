@@ -7,7 +7,7 @@ import copy
 import json
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 P10 = {"type": "p_percent", "p": 10}
