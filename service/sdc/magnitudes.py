@@ -28,6 +28,7 @@ Readings of the seeds chosen here (each is documented where it is implemented):
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
@@ -65,6 +66,25 @@ class NegativePolicy:
     @property
     def uses_absolute_values(self) -> bool:
         return self.mode in ("absolute", "relaxed")
+
+
+@dataclass(frozen=True)
+class Contributions:
+    """Raw contributions of many cells, flattened: the inputs of :func:`from_contributions`
+    kept together so that the audit can re-form unions of cells from them
+    (:mod:`service.sdc.unions`)."""
+
+    cell: np.ndarray
+    value: np.ndarray
+    holding: np.ndarray | None = None
+    weight: np.ndarray | None = None
+    waiver: np.ndarray | None = None
+    request: np.ndarray | None = None
+    weights_mode: WeightsMode = "replicate"
+
+    def renumbered(self, cell_index: np.ndarray) -> Contributions:
+        """The same contributions with cell ``i`` renamed ``cell_index[i]``."""
+        return dataclasses.replace(self, cell=np.asarray(cell_index)[self.cell])
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,226 @@
+"""Implicitly published unions of suppressed cells, checked with the sensitivity rule itself.
+
+A relation of the table (a row, a column, a subtotal) in which several cells are suppressed
+still publishes one linear combination of them: ``sum_i a_ki x_i = b_k`` over the suppressed
+cells ``i`` of relation ``k``, with ``b_k`` read off the published cells. Seed 002 section 3
+calls these the *explicit aggregations* (eq. 3.6); its Example 3 shows two singletons in one
+row whose sum is published, so that each respondent learns the other's figure although
+both cells' intervals are wide (Operational criterion 1 holds). Operational criterion 2
+(seed 002 section 4) judges such an aggregation as if it were a cell, "on the basis of the
+same sensitivity rule that is applied to separate cells"; seed 003 B.2.a.i asks the same of
+an audit ("cells whose union is published").
+
+What is checked
+---------------
+Every explicit aggregation with at least two suppressed cells of which at least one is
+sensitive. Aggregations of non-sensitive cells only are safe by subadditivity (seed 002
+Theorem 2; seed 003 B.1.d), and an aggregation of one suppressed cell fixes that cell,
+which the interval audit already reports as exact disclosure.
+
+Linear combinations of *several* relations (seed 002 eq. 3.7, found in general by the MIP of
+section 6) are not enumerated here; the interval audit (:mod:`service.sdc.audit`) covers
+what they reveal about cell values.
+
+How an aggregation's contributions are formed (seed 002 section 5)
+-------------------------------------------------------------------
+Respondent ``r``'s absolute contribution to aggregation ``j`` is
+``X_jA^r = sum_i |lambda_i^j x_i^r|`` and the rule is applied to the absolute aggregation
+(``S^a(X_j) = S(X_jA)``). With raw contributions this is exact: one holding contributing to
+several of the cells is one respondent of the aggregation (its amounts add), which is the
+shared-contributor case. When some member cell came as a summary (total, count, largest
+contributions) the respondents of different cells cannot be matched, so they are taken as
+distinct: the aggregation's largest contributions are the largest of the members' (scaled
+by ``|lambda|``), its count the sum of counts. That reading is exact for distinct
+respondents and may understate concentration when a holding spans cells, which a caller
+who knows the holdings avoids by sending contributions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from . import magnitudes, primary
+from .magnitudes import Contributions, Magnitudes
+
+
+@dataclass(frozen=True)
+class UnionCheck:
+    """The explicit aggregations examined and the rule's verdict on each.
+
+    Attributes
+    ----------
+    relation : numpy.ndarray of int, shape (K,)
+        The relation (row of the table's relation matrix) each aggregation is read from.
+    members : scipy.sparse.csr_matrix, shape (K, n_cells)
+        ``lambda``: the coefficients of the suppressed cells in each aggregation.
+    value : numpy.ndarray, shape (K,)
+        The aggregation's published value ``sum_i lambda_i x_i``.
+    checked : numpy.ndarray of bool, shape (K,)
+        The rule could be evaluated: every member cell has contributions or a summary.
+    sensitive : numpy.ndarray of bool, shape (K,)
+        Checked and some rule fires on the aggregation.
+    fired : numpy.ndarray of bool, shape (rules, K)
+    sensitivity : numpy.ndarray, shape (rules, K)
+        The rules' measures ``S`` on the aggregation (nan where not checked).
+    """
+
+    relation: np.ndarray
+    members: sp.csr_matrix
+    value: np.ndarray
+    checked: np.ndarray
+    sensitive: np.ndarray
+    fired: np.ndarray
+    sensitivity: np.ndarray
+
+    @property
+    def safe(self) -> bool:
+        """No checked aggregation is sensitive and none was left unchecked."""
+        return bool(self.checked.all() and not self.sensitive.any())
+
+
+def explicit_aggregations(relations, suppressed, sensitive) -> tuple[np.ndarray, sp.csr_matrix]:
+    """The relations that publish a union worth checking, and their coefficients.
+
+    Returns the relation indices and a ``(K, n_cells)`` matrix holding each relation's
+    coefficients on its suppressed cells (seed 002 eq. 3.6), for relations with at least
+    two suppressed cells, one of them sensitive.
+    """
+    a = sp.csr_matrix(getattr(relations, "relations", relations), dtype=float)
+    suppressed = np.asarray(suppressed, dtype=bool)
+    keep_cols = sp.diags(suppressed.astype(float))
+    a_s = (a @ keep_cols).tocsr()
+    a_s.eliminate_zeros()
+    n_suppressed = np.diff(a_s.indptr)
+    hits_sensitive = (abs(a_s) @ (suppressed & np.asarray(sensitive, dtype=bool))) > 0
+    rows = np.flatnonzero((n_suppressed >= 2) & hits_sensitive)
+    return rows, a_s[rows]
+
+
+def check_unions(relations, values, suppressed, sensitive, cells: Magnitudes,
+                 ruleset: primary.RuleSet, *, known=None,
+                 contributions: Contributions | None = None) -> UnionCheck:
+    """Apply ``ruleset`` to every implicitly published union of suppressed cells.
+
+    Parameters
+    ----------
+    relations : scipy.sparse matrix or Table or LinkedTables
+        The table's relations ``A x = 0``.
+    values : array_like, shape (n_cells,)
+        The true cell values (for the aggregations' values).
+    suppressed, sensitive : array_like of bool, shape (n_cells,)
+        The pattern and the cells that need protection.
+    cells : Magnitudes
+        Every cell's magnitudes (used for members that have no raw contributions).
+    ruleset : primary.RuleSet
+        The rules the cells were assessed with; the zero- and empty-cell policies, which
+        are about single cells, do not apply to unions.
+    known : array_like of bool, shape (n_cells,), optional
+        Cells whose magnitudes are known (default: all); aggregations with an unknown
+        member are reported unchecked.
+    contributions : Contributions, optional
+        Raw contributions; aggregations whose members all appear here are formed from them
+        exactly, holdings shared between cells included.
+
+    Returns
+    -------
+    UnionCheck
+
+    Notes
+    -----
+    Seed 002 sections 3-5 (Operational criterion 2, absolute aggregation ``X_jA``); the
+    module docstring gives the readings.
+    """
+    relation, lam = explicit_aggregations(relations, suppressed, sensitive)
+    n_agg, n_cells = lam.shape
+    # An aggregation is defined up to a factor (seed 002 section 3): orient each so that its
+    # published value is non-negative (children summing to a published parent read +).
+    value = lam @ np.where(suppressed, np.asarray(values, dtype=float), 0.0)
+    flip = np.where(value != 0, np.sign(value), np.sign(np.asarray(lam.sum(axis=1)).ravel()))
+    flip[flip == 0] = 1.0
+    lam = (sp.diags(flip) @ lam).tocsr()
+    value = value * flip
+    known = np.ones(n_cells, bool) if known is None else np.asarray(known, dtype=bool)
+    weight = abs(lam).tocsr()
+    member_count = np.diff(weight.indptr)
+    pattern = sp.csr_matrix((np.ones(weight.nnz), weight.indices, weight.indptr),
+                            shape=weight.shape)
+    checked = (pattern @ known.astype(float)) == member_count
+    raw = np.zeros(n_cells, bool)
+    if contributions is not None:
+        raw[np.unique(contributions.cell)] = True
+    from_raw = checked & ((pattern @ raw.astype(float)) == member_count)
+    from_summary = checked & ~from_raw
+
+    rules = dataclasses.replace(
+        ruleset, empty_cells="safe",
+        zero_cells="safe" if ruleset.zero_cells == "safe" else "rules")
+    n_rules = len(ruleset.rules)
+    fired = np.zeros((n_rules, n_agg), bool)
+    sensitivity = np.full((n_rules, n_agg), np.nan)
+    for mask, build in ((from_raw, lambda w: _union_of_contributions(w, contributions,
+                                                                      ruleset)),
+                        (from_summary, lambda w: _union_of_magnitudes(w, cells))):
+        if mask.any():
+            result = primary.assess(build(weight[mask]), rules)
+            fired[:, mask] = result.fired
+            sensitivity[:, mask] = result.sensitivity
+    return UnionCheck(relation, lam, value, checked, fired.any(axis=0) & checked, fired,
+                      sensitivity)
+
+
+def _expand(weight: sp.csr_matrix, starts: np.ndarray, sizes: np.ndarray):
+    """For every nonzero ``(k, i)`` of ``weight``, the items ``starts[i] .. +sizes[i]``:
+    returns (aggregation of each item, weight of each item, item index)."""
+    coo = weight.tocoo()
+    per = sizes[coo.col]
+    nz = np.repeat(np.arange(coo.nnz), per)
+    offset = np.arange(per.sum()) - np.repeat(np.cumsum(per) - per, per)
+    return coo.row[nz], coo.data[nz], starts[coo.col][nz] + offset
+
+
+def _union_of_contributions(weight: sp.csr_matrix, c: Contributions,
+                            ruleset: primary.RuleSet) -> Magnitudes:
+    """Magnitudes of each aggregation from the member cells' raw contributions, as
+    contributions ``|lambda_i| x_i^r`` to one pseudo-cell (seed 002 section 5)."""
+    order = np.argsort(c.cell, kind="stable")
+    n_cells = weight.shape[1]
+    sizes = np.bincount(c.cell, minlength=n_cells)
+    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    agg, w, item = _expand(weight, starts, sizes)
+    src = order[item]
+    pick = lambda a: None if a is None else np.asarray(a)[src]  # noqa: E731
+    return magnitudes.from_contributions(
+        weight.shape[0], agg, w * np.asarray(c.value)[src], holding=pick(c.holding),
+        weight=pick(c.weight), waiver=pick(c.waiver), request=pick(c.request),
+        weights_mode=c.weights_mode, depth=ruleset.depth, negative=ruleset.negative,
+        refuse_negative=ruleset.has_concentration_rule)
+
+
+def _union_of_magnitudes(weight: sp.csr_matrix, m: Magnitudes) -> Magnitudes:
+    """Magnitudes of each aggregation from its members' magnitudes, respondents of
+    different cells taken as distinct (module docstring)."""
+    n_agg, depth = weight.shape[0], m.depth
+    agg, w, cell = _expand(weight, np.arange(weight.shape[1]), np.ones(weight.shape[1], int))
+    amounts = (m.largest[cell] * w[:, None]).ravel()
+    owner = np.repeat(agg, depth)
+    order = np.lexsort((-amounts, owner))
+    owner, amounts = owner[order], amounts[order]
+    run_start = np.searchsorted(owner, owner, side="left")
+    rank = np.arange(len(owner)) - run_start
+    largest = np.zeros((n_agg, depth))
+    top = rank < depth
+    largest[owner[top], rank[top]] = amounts[top]
+    target = np.zeros(n_agg)
+    np.maximum.at(target, agg, w * m.target[cell])
+    requested = np.zeros(n_agg)
+    np.maximum.at(requested, agg, w * m.requested[cell])
+    total = weight @ m.total
+    return Magnitudes(
+        value=weight @ m.value, total=total, count=weight.astype(bool).astype(float) @ m.count,
+        largest=largest, target=target, requested=requested,
+        protectable=(weight.astype(bool).astype(float) @ m.protectable.astype(float)) > 0,
+        all_zero=(weight.astype(bool).astype(float) @ (~m.all_zero).astype(float)) == 0)
