@@ -383,3 +383,28 @@ def test_audit_flags_golden_table_4_width_rule():
     c = check_protection(x, res.lower, res.upper, 0.25 * x, 0.25 * x, sensitive,
                          res.certified)
     assert c.all_protected  # the seed's "safe according to the widths" verdict
+
+
+# --- tables accepted with an additivity tolerance ------------------------------------------
+
+def test_tolerance_widens_each_relation_to_a_band():
+    """T = a + b + c holds only to within 0.5 (T is 35.4, the cells add to 35): the
+    intruder's feasible set is |a + b + c - T| <= 0.5, not the exact plane."""
+    t = Table([Hierarchy.flat("c", ["a", "b", "c"], "T")])
+    values = np.zeros(t.n_cells)
+    for code, v in {"a": 10.0, "b": 20.0, "c": 5.0, "T": 35.4}.items():
+        values[t.cell_index((code,))] = v
+    a, b = t.cell_index(("a",)), t.cell_index(("b",))
+    only_a = np.isin(np.arange(t.n_cells), [a])
+    assert feasibility_intervals(t, values, only_a).status == "optimal"   # a pinned to 10.4
+    banded = feasibility_intervals(t, values, only_a, tolerance=0.5)
+    assert (banded.lower[0], banded.upper[0]) == pytest.approx((9.9, 10.9))
+    pair = feasibility_intervals(t, values, np.isin(np.arange(t.n_cells), [a, b]),
+                                 tolerance=0.5)
+    assert pair.status == "optimal"
+    np.testing.assert_allclose(np.c_[pair.lower, pair.upper], [[0, 30.9], [0, 30.9]])
+    nothing = np.zeros(t.n_cells, bool)
+    assert feasibility_intervals(t, values, nothing).status == "infeasible"
+    assert feasibility_intervals(t, values, nothing, tolerance=0.5).status == "optimal"
+    with pytest.raises(InputError, match="tolerance"):
+        feasibility_intervals(t, values, nothing, tolerance=-1)

@@ -86,10 +86,11 @@ class _Problem:
     lower: np.ndarray
     upper: np.ndarray
     time_limit: float
+    tolerance: float = 0.0
 
 
 def _check_inputs(relations, values, suppressed, lower_bounds, upper_bounds,
-                  time_limit) -> _Problem:
+                  time_limit, tolerance=0.0) -> _Problem:
     a = getattr(relations, "relations", relations)
     if not sp.issparse(a):
         a = np.asarray(a, dtype=float)
@@ -132,7 +133,9 @@ def _check_inputs(relations, values, suppressed, lower_bounds, upper_bounds,
                          field="lower_bounds", cell=cell)
     if not time_limit > 0:
         raise InputError("time_limit must be > 0 seconds", field="time_limit")
-    return _Problem(a, x, s, lb, ub, float(time_limit))
+    if not (np.isfinite(tolerance) and tolerance >= 0):
+        raise InputError("tolerance must be a finite number >= 0", field="tolerance")
+    return _Problem(a, x, s, lb, ub, float(time_limit), float(tolerance))
 
 
 def _published_contradiction(p: _Problem) -> str | None:
@@ -154,7 +157,7 @@ def _published_contradiction(p: _Problem) -> str | None:
                 f"[{p.lower[cell]:g}, {p.upper[cell]:g}]")
     touches = (abs(p.a) @ p.suppressed.astype(float)) > 0
     residual = p.a @ x
-    tol = _FEASIBILITY_RTOL * np.maximum(1.0, abs(p.a) @ np.abs(x))
+    tol = p.tolerance + _FEASIBILITY_RTOL * np.maximum(1.0, abs(p.a) @ np.abs(x))
     broken = ~touches & (np.abs(residual) > tol)
     if broken.any():
         r = int(np.flatnonzero(broken)[0])
@@ -164,8 +167,8 @@ def _published_contradiction(p: _Problem) -> str | None:
 
 
 def feasibility_intervals(relations, values, suppressed, lower_bounds=0.0,
-                          upper_bounds=np.inf, *, time_limit: float = 60.0
-                          ) -> FeasibilityIntervals:
+                          upper_bounds=np.inf, *, time_limit: float = 60.0,
+                          tolerance: float = 0.0) -> FeasibilityIntervals:
     """Feasibility interval of every suppressed cell.
 
     Parameters
@@ -182,6 +185,10 @@ def feasibility_intervals(relations, values, suppressed, lower_bounds=0.0,
         (non-negativity).
     time_limit : float
         Wall-clock seconds shared by all LP solves.
+    tolerance : float
+        Absolute additivity tolerance of the table (the one it was accepted with): each
+        relation holds to within it, ``|A x| <= tolerance``, so the intruder's feasible set
+        is that band rather than the exact hyperplanes. 0 for exactly additive tables.
 
     Returns
     -------
@@ -215,7 +222,8 @@ def feasibility_intervals(relations, values, suppressed, lower_bounds=0.0,
     Fischetti, M. and Salazar, J.J. (2000), cited in seed 000 for the LP statement.
     """
     start = time.perf_counter()
-    p = _check_inputs(relations, values, suppressed, lower_bounds, upper_bounds, time_limit)
+    p = _check_inputs(relations, values, suppressed, lower_bounds, upper_bounds, time_limit,
+                      tolerance)
     deadline = start + p.time_limit
     cells = np.flatnonzero(p.suppressed)
     n_s = len(cells)
@@ -249,27 +257,30 @@ def feasibility_intervals(relations, values, suppressed, lower_bounds=0.0,
     cell_label, row_label = labels[:n_s], labels[n_s:]
     size = np.bincount(cell_label, minlength=labels.max() + 1 if labels.size else 0)
 
-    # Groups of one cell: fixed by their relations (x_j = rhs_r / a_rj for every such r),
-    # or bounded by their a-priori bounds alone.
+    # Groups of one cell: pinned by their relations (x_j = rhs_r / a_rj for every such r,
+    # within the tolerance band), or bounded by their a-priori bounds alone.
     single = size[cell_label] == 1
     lower[single], upper[single] = lb[single], ub[single]
     single_rows = np.flatnonzero(size[row_label] == 1)
     if single_rows.size:
         sub = b[single_rows].tocoo()
-        implied = rhs[single_rows][sub.row] / sub.data
-        lo = np.full(n_s, np.inf)
-        hi = np.full(n_s, -np.inf)
-        np.minimum.at(lo, sub.col, implied)
-        np.maximum.at(hi, sub.col, implied)
+        ends = (rhs[single_rows][sub.row][:, None] + [-p.tolerance, p.tolerance]) \
+            / sub.data[:, None]
+        lo = np.full(n_s, -np.inf)
+        hi = np.full(n_s, np.inf)
+        np.maximum.at(lo, sub.col, ends.min(axis=1))
+        np.minimum.at(hi, sub.col, ends.max(axis=1))
         fixed = np.unique(sub.col)
-        tol = _FEASIBILITY_RTOL * np.maximum(1.0, np.abs(hi[fixed]))
-        clash = (hi[fixed] - lo[fixed] > tol) | (hi[fixed] < lb[fixed] - tol) \
-            | (lo[fixed] > ub[fixed] + tol)
+        lo, hi = lo[fixed], hi[fixed]
+        tol = _FEASIBILITY_RTOL * np.maximum(1.0, np.abs(hi))
+        clash = (lo - hi > tol) | (hi < lb[fixed] - tol) | (lo > ub[fixed] + tol)
         if clash.any():
             j = int(cells[fixed[np.flatnonzero(clash)[0]]])
             return result("infeasible", f"the published cells fix suppressed cell {j} to a "
                           "value outside its bounds or to two different values")
-        lower[fixed] = upper[fixed] = np.clip(hi[fixed], lb[fixed], ub[fixed])
+        # min/max: with no tolerance lo and hi agree up to rounding, in either order.
+        lower[fixed] = np.clip(np.minimum(lo, hi), lb[fixed], ub[fixed])
+        upper[fixed] = np.clip(np.maximum(lo, hi), lb[fixed], ub[fixed])
 
     # The remaining groups, made contiguous: block-diagonal B with cells and rows sorted by
     # group, so each group's model is a column slice.
@@ -290,8 +301,8 @@ def feasibility_intervals(relations, values, suppressed, lower_bounds=0.0,
         start_nz, end_nz = blocks.indptr[c0], blocks.indptr[c1]
         block = (blocks.indptr[c0:c1 + 1] - start_nz, blocks.indices[start_nz:end_nz] - r0,
                  blocks.data[start_nz:end_nz])
-        lo, hi, n_solved, outcome = _bound_group(block, rhs_sorted[r0:r1], lb[js], ub[js],
-                                                 deadline)
+        lo, hi, n_solved, outcome = _bound_group(block, rhs_sorted[r0:r1], p.tolerance,
+                                                 lb[js], ub[js], deadline)
         lower[js], upper[js] = lo, hi
         n_lp += n_solved
         if outcome == "infeasible":
@@ -309,11 +320,11 @@ def feasibility_intervals(relations, values, suppressed, lower_bounds=0.0,
     return result(status, message, n_lp, len(lp_labels))
 
 
-def _bound_group(block, rhs, lb, ub, deadline):
+def _bound_group(block, rhs, tolerance, lb, ub, deadline):
     """Min and max of every variable of one group by warm-started HiGHS solves.
 
     ``block`` is the group's constraint matrix in CSC form ``(indptr, indices, data)``,
-    with ``block @ x = rhs`` and ``lb <= x <= ub``. Returns ``(lower, upper, n_solves,
+    with ``|block @ x - rhs| <= tolerance`` and ``lb <= x <= ub``. Returns ``(lower, upper, n_solves,
     outcome)``; bounds not proven are nan.
     """
     indptr, indices, data = block
@@ -324,8 +335,8 @@ def _bound_group(block, rhs, lb, ub, deadline):
     lp.col_cost_ = np.zeros(n)
     lp.col_lower_ = np.where(np.isneginf(lb), -inf, lb)
     lp.col_upper_ = np.where(np.isposinf(ub), inf, ub)
-    lp.row_lower_ = rhs.copy()
-    lp.row_upper_ = rhs.copy()
+    lp.row_lower_ = rhs - tolerance
+    lp.row_upper_ = rhs + tolerance
     lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
     lp.a_matrix_.start_ = indptr.astype(np.int32)
     lp.a_matrix_.index_ = indices.astype(np.int32)
