@@ -117,3 +117,50 @@ def test_only_relations_with_two_suppressed_cells_and_a_sensitive_one():
     assert len(rows) == 2
     assert sorted(lam.getnnz(axis=1).tolist()) == [2, 2]
     assert set(lam.indices.tolist()) == {idx[("1", "1")], idx[("1", "2")], idx[("2", "1")]}
+
+
+def test_audit_pattern_verdicts_on_table_4():
+    """Table 4 passes the interval criterion (50% of the value each way) but the singleton
+    roll-up of row A makes it unsafe; with the unions left out the verdict is safe."""
+    from service.sdc.audit import audit_pattern
+    from service.sdc.unions import UnionSource
+
+    case = next(c for c in cases("intervals.json") if c.id == "daalmans-table-4").values[0]
+    t, values, suppressed = golden_table(case)
+    ruleset = primary.RuleSet((PPercent(20.0),))
+    c = from_lists(t, {("A", "I"): [100.0], ("A", "III"): [150.0]})
+    m, verdict = assess_all(t, c, ruleset)
+    protection = 0.5 * values * verdict.sensitive
+    known = np.isin(np.arange(t.n_cells), c.cell)
+    source = UnionSource(m, ruleset, known=known, contributions=c)
+    with_unions = audit_pattern(t, values, suppressed, verdict.sensitive, protection,
+                                protection, unions=source)
+    intervals_only = audit_pattern(t, values, suppressed, verdict.sensitive, protection,
+                                   protection)
+    assert intervals_only.verdict == "safe" and intervals_only.reasons == ()
+    assert with_unions.verdict == "unsafe"
+    assert "union" in with_unions.reasons[0]
+    assert with_unions.protection.protected[with_unions.protection.sensitive].all()
+    # Publishing a sensitive cell is unsafe whatever the intervals say.
+    leaked = suppressed.copy()
+    leaked[t.cell_index(("A", "I"))] = False
+    assert audit_pattern(t, values, leaked, verdict.sensitive, protection, protection
+                         ).verdict == "unsafe"
+
+
+def test_audit_pattern_never_calls_uncertified_safe():
+    from service.sdc.audit import audit_pattern
+
+    case = next(c for c in cases("intervals.json") if c.id == "daalmans-table-7").values[0]
+    t, values, suppressed = golden_table(case)
+    sensitive = np.zeros(t.n_cells, bool)
+    sensitive[t.cell_index(("A", "I"))] = True
+    # Seed 002 Example 2: upper protection 30 (190 - 160) is met by the interval [80, 200].
+    ok = audit_pattern(t, values, suppressed, sensitive, 30.0, 0.0)
+    assert ok.verdict == "safe"
+    too_much = audit_pattern(t, values, suppressed, sensitive, 41.0, 0.0)
+    assert too_much.verdict == "unsafe"
+    i = list(too_much.intervals.cells).index(t.cell_index(("A", "I")))
+    assert too_much.protection.missing_upper[i] == pytest.approx(1.0)
+    rushed = audit_pattern(t, values, suppressed, sensitive, 30.0, 0.0, time_limit=1e-9)
+    assert rushed.verdict == "uncertified"

@@ -8,9 +8,10 @@ section 3, "suppression interval", equations 3.1-3.5; seed 003 B.2.a.ii). Each s
 cell's interval is then held against its protection levels (seed 000, "Upper protection
 levels"; seed 002 section 3, Operational criterion 1; seed 003 B.2.a.iii).
 
-Only the interval audit (seed 003 B.2.a.ii-iii) lives here. Implicitly published unions
-of suppressed cells (seed 002 sections 3-4, seed 003 B.2.a.i) need the contributions and
-are checked with the sensitivity rule itself elsewhere.
+The interval audit (seed 003 B.2.a.ii-iii) lives here. Implicitly published unions of
+suppressed cells (seed 002 sections 3-4, seed 003 B.2.a.i) need the contributions and are
+checked with the sensitivity rule itself in :mod:`service.sdc.unions`;
+:func:`audit_pattern` puts the two together into one verdict.
 """
 
 from __future__ import annotations
@@ -581,3 +582,107 @@ def check_protection(values, lower, upper, upper_protection, lower_protection,
     protected = ok & ~(exact | upper_too_close | lower_too_close | too_narrow)
     return ProtectionCheck(exact, upper_too_close, lower_too_close, too_narrow,
                            missing_upper, missing_lower, protected, sensitive.copy())
+
+
+VERDICTS = ("safe", "unsafe", "uncertified", "infeasible")
+
+
+@dataclass(frozen=True)
+class PatternAudit:
+    """Everything the audit of one suppression pattern found.
+
+    Attributes
+    ----------
+    intervals : FeasibilityIntervals
+        Of every suppressed cell.
+    protection : ProtectionCheck
+        Aligned with ``intervals.cells``.
+    unions : UnionCheck or None
+        Implicitly published unions; ``None`` when no contributions or summaries were given,
+        so only the interval criterion (seed 002 Operational criterion 1) was applied.
+    published_sensitive : numpy.ndarray of int
+        Sensitive cells the pattern leaves published.
+    verdict : {"safe", "unsafe", "uncertified", "infeasible"}
+    reasons : tuple of str
+        Why the verdict is not ``safe`` (empty when it is).
+    """
+
+    intervals: FeasibilityIntervals
+    protection: ProtectionCheck
+    unions: object | None
+    published_sensitive: np.ndarray
+    verdict: str
+    reasons: tuple[str, ...]
+
+    @property
+    def safe(self) -> bool:
+        return self.verdict == "safe"
+
+
+def audit_pattern(relations, values, suppressed, sensitive, upper_protection,
+                  lower_protection, lower_bounds=0.0, upper_bounds=np.inf, *,
+                  unions=None, time_limit: float = 60.0, tolerance: float = 0.0
+                  ) -> PatternAudit:
+    """Audit a suppression pattern: intervals, protection levels and published unions.
+
+    Parameters
+    ----------
+    relations, values, suppressed, lower_bounds, upper_bounds, time_limit, tolerance
+        As for :func:`feasibility_intervals`.
+    sensitive : array_like of bool, shape (n_cells,)
+        Cells that need protection (primary sensitive cells).
+    upper_protection, lower_protection : array_like, shape (n_cells,)
+        Their protection levels (seed 000, table "Upper protection levels").
+    unions : service.sdc.unions.UnionSource, optional
+        Magnitudes and rules for the implicitly published unions (seed 002 sections 3-5,
+        seed 003 B.2.a.i); without it that part is not checked and the reply says so.
+
+    Returns
+    -------
+    PatternAudit
+
+    Notes
+    -----
+    The verdict is ``safe`` only when every sensitive cell is suppressed, its interval is
+    certified and wide enough (:func:`check_protection`, seed 003 B.2.a.ii-iii) and no
+    checked union is sensitive (seed 002 Operational criterion 2). An interval the solver
+    could not certify in time makes the verdict ``uncertified``, never ``safe`` (issue
+    "Limits"); published values that contradict the relations make it ``infeasible``.
+    """
+    values = np.asarray(values, dtype=float)
+    sensitive = np.asarray(sensitive, dtype=bool)
+    suppressed = np.asarray(suppressed, dtype=bool)
+    upper_protection = np.broadcast_to(np.asarray(upper_protection, float), values.shape)
+    lower_protection = np.broadcast_to(np.asarray(lower_protection, float), values.shape)
+    iv = feasibility_intervals(relations, values, suppressed, lower_bounds, upper_bounds,
+                               time_limit=time_limit, tolerance=tolerance)
+    c = iv.cells
+    check = check_protection(values[c], iv.lower, iv.upper, upper_protection[c],
+                             lower_protection[c], sensitive[c], iv.certified)
+    published_sensitive = np.flatnonzero(sensitive & ~suppressed)
+    union_check = unions.check(relations, values, suppressed, sensitive) if unions else None
+
+    reasons = []
+    if iv.status == "infeasible":
+        verdict = "infeasible"
+        reasons.append(iv.message)
+    else:
+        if published_sensitive.size:
+            reasons.append(f"{published_sensitive.size} sensitive cell(s) published")
+        flagged = check.sensitive & iv.certified & ~check.protected
+        if flagged.any():
+            reasons.append(f"{int(flagged.sum())} sensitive cell(s) not protected by their "
+                           "feasibility intervals")
+        if union_check is not None and union_check.sensitive.any():
+            reasons.append(f"{int(union_check.sensitive.sum())} implicitly published "
+                           "union(s) of suppressed cells are sensitive")
+        uncertified = check.sensitive & ~iv.certified
+        if reasons:
+            verdict = "unsafe"
+        elif uncertified.any():
+            verdict = "uncertified"
+            reasons.append(f"{int(uncertified.sum())} sensitive cell(s) not certified: "
+                           f"{iv.message}")
+        else:
+            verdict = "safe"
+    return PatternAudit(iv, check, union_check, published_sensitive, verdict, tuple(reasons))

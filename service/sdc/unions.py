@@ -224,3 +224,18 @@ def _union_of_magnitudes(weight: sp.csr_matrix, m: Magnitudes) -> Magnitudes:
         largest=largest, target=target, requested=requested,
         protectable=(weight.astype(bool).astype(float) @ m.protectable.astype(float)) > 0,
         all_zero=(weight.astype(bool).astype(float) @ (~m.all_zero).astype(float)) == 0)
+
+
+@dataclass(frozen=True)
+class UnionSource:
+    """What :func:`check_unions` needs besides the pattern: the cells' magnitudes, the
+    rule set, which cells are known, and the raw contributions where there are any."""
+
+    cells: Magnitudes
+    ruleset: primary.RuleSet
+    known: np.ndarray | None = None
+    contributions: Contributions | None = None
+
+    def check(self, relations, values, suppressed, sensitive) -> UnionCheck:
+        return check_unions(relations, values, suppressed, sensitive, self.cells, self.ruleset,
+                            known=self.known, contributions=self.contributions)
