@@ -12,6 +12,7 @@ SDC_WORKERS               1                      uvicorn worker processes
 SDC_PROFILES              (none)                 path of a JSON file of named rule profiles
 SDC_MAX_BODY_BYTES        33554432 (32 MiB)      larger request bodies get 413
 SDC_MAX_CELLS             1000000                more cells in one request get 413
+SDC_MAX_SOLVER_SECONDS    60                     solver time per request (callers may ask less)
 SDC_LOG_LEVEL             info                   uvicorn log level
 ========================  =====================  ==============================================
 """
@@ -39,6 +40,7 @@ class Settings:
     profiles_path: Path | None = None
     max_body_bytes: int = 32 * 1024 * 1024
     max_cells: int = 1_000_000
+    max_solver_seconds: float = 60.0
     log_level: str = "info"
     profiles: dict[str, Profile] = field(default_factory=dict)
 
@@ -54,11 +56,20 @@ class Settings:
                 profiles_path=path,
                 max_body_bytes=int(env.get("SDC_MAX_BODY_BYTES", cls.max_body_bytes)),
                 max_cells=int(env.get("SDC_MAX_CELLS", cls.max_cells)),
+                max_solver_seconds=_positive(
+                    float(env.get("SDC_MAX_SOLVER_SECONDS", cls.max_solver_seconds)),
+                    "SDC_MAX_SOLVER_SECONDS"),
                 log_level=env.get("SDC_LOG_LEVEL", cls.log_level),
                 profiles=load_profiles(path) if path else {},
             )
         except ValueError as exc:
             raise ConfigError(f"bad setting: {exc}") from exc
+
+
+def _positive(value: float, name: str) -> float:
+    if not value > 0 or value == float("inf"):
+        raise ConfigError(f"{name} must be a positive number of seconds")
+    return value
 
 
 def load_profiles(path: Path) -> dict[str, Profile]:

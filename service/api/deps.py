@@ -27,3 +27,9 @@ def check_cell_count(n: int, settings: Settings) -> None:
     if n > settings.max_cells:
         raise RequestError(413, f"{n} cells exceed the limit of {settings.max_cells} per request",
                            field="cells")
+
+
+def solver_seconds(asked: float | None, settings: Settings) -> float:
+    """The solver time for a request: what the caller asked for, at most the service's cap."""
+    cap = settings.max_solver_seconds
+    return cap if asked is None else min(asked, cap)
