@@ -81,7 +81,9 @@ def _renumbered(error: InputError, index: list[int]) -> InputError:
     return error
 
 
-def _from_contributions(cells, index, spec, ruleset) -> magnitudes.Magnitudes:
+def contributions_of(cells, index: list[int], weights_mode) -> magnitudes.Contributions:
+    """The contributions of ``cells[i] for i in index`` as flat arrays; cell ``k`` of the
+    result is ``index[k]``'s position in ``index``."""
     contributions = [cells[i].contributions for i in index]
     sizes = np.fromiter((len(c) for c in contributions), np.int64, len(contributions))
     flat = [x for c in contributions for x in c]
@@ -100,10 +102,15 @@ def _from_contributions(cells, index, spec, ruleset) -> magnitudes.Magnitudes:
         waiver = np.fromiter((x.waiver for x in flat), bool, len(flat))
     if any(x.request for x in flat):
         request = np.fromiter((x.request for x in flat), bool, len(flat))
+    return magnitudes.Contributions(cell, value, holding, weight, waiver, request, weights_mode)
+
+
+def _from_contributions(cells, index, spec, ruleset) -> magnitudes.Magnitudes:
+    c = contributions_of(cells, index, spec.weights)
     try:
         return magnitudes.from_contributions(
-            len(index), cell, value, holding=holding, weight=weight, waiver=waiver,
-            request=request, weights_mode=spec.weights, depth=ruleset.depth,
+            len(index), c.cell, c.value, holding=c.holding, weight=c.weight, waiver=c.waiver,
+            request=c.request, weights_mode=c.weights_mode, depth=ruleset.depth,
             negative=ruleset.negative, refuse_negative=ruleset.has_concentration_rule)
     except InputError as error:
         raise _renumbered(error, index) from None

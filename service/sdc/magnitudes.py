@@ -448,13 +448,16 @@ def from_summaries(
     if np.isinf(given).any():
         raise InputError("summary.largest must be finite", field="summary.largest",
                          cell=_first(np.isinf(given).any(axis=1)))
+    # Unknown trailing entries as -inf keep the order check to the known ones (-inf minus
+    # -inf is nan, which compares False: no warning wanted for it).
+    with np.errstate(invalid="ignore"):
+        rising = ((np.diff(np.where(known, largest, -np.inf), axis=1) > 0).any(axis=1)
+                  if largest.shape[1] > 1 else np.zeros(m, bool))
     checks = [
         (count < 0, "summary.count", "count must be >= 0"),
         (n_known > np.ceil(count), "summary.largest",
          "more largest contributions than contributors"),
-        ((np.diff(np.where(known, largest, -np.inf), axis=1) > 0).any(axis=1)
-         if largest.shape[1] > 1 else np.zeros(m, bool),
-         "summary.largest", "largest contributions must be given in decreasing order"),
+        (rising, "summary.largest", "largest contributions must be given in decreasing order"),
         (n_known < np.minimum(depth, np.ceil(count)), "summary.largest",
          f"the rule set needs the {depth} largest contributions of this cell"),
     ]

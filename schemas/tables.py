@@ -1,0 +1,167 @@
+"""Tables with structure on the wire: dimensions with code hierarchies, linked tables, and
+cells with values, contributions or protection levels. Shared by the audit and the
+suppression endpoints."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from .cells import CellKey, Code, Contribution, Summary
+from .rules import RuleSet
+
+_STRICT = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class Dimension(BaseModel):
+    """One dimension: a flat list of leaves under a total, or a hierarchy of any depth."""
+
+    model_config = _STRICT
+    name: Code
+    total: Code = Field("Total", description="code of the dimension's grand total")
+    leaves: list[Code] | None = Field(
+        None, min_length=1, max_length=100_000, description="flat dimension: its leaf codes")
+    children: dict[Code, list[Code]] | None = Field(
+        None, description="hierarchical dimension: each parent code's child codes, the total "
+        "included as a parent; a code may have a single child")
+
+    @model_validator(mode="after")
+    def _one_form(self) -> Dimension:
+        if (self.leaves is None) == (self.children is None):
+            raise ValueError("give exactly one of 'leaves' and 'children'")
+        return self
+
+
+class Structure(BaseModel):
+    """Dimensions, and optionally the linked tables that share them."""
+
+    model_config = _STRICT
+    dimensions: list[Dimension] = Field(min_length=1, max_length=8)
+    tables: list[list[Code]] | None = Field(
+        None, min_length=1, max_length=50,
+        description="linked tables, each the names of its dimensions; omitted: one table of "
+        "all dimensions. Cells are keyed by one code per dimension of 'dimensions', the "
+        "dimension's total standing for a dimension a table does not have")
+    tolerance: float = Field(
+        0.0, ge=0, description="absolute tolerance on |parent - sum(children)| for sent "
+        "margins; the audit then treats each relation as holding within it")
+
+
+class Protection(BaseModel):
+    """Protection levels given by the caller (instead of, or on top of, a rule set)."""
+
+    model_config = _STRICT
+    upper: float = Field(ge=0)
+    lower: float = Field(ge=0)
+
+
+class TableCell(BaseModel):
+    """A cell of a structured table. Leaves need a value or contributions or a summary;
+    margins may be left out (or sent without a value) and are then computed."""
+
+    model_config = _STRICT
+    key: CellKey = Field(min_length=1, max_length=8, description="one code per dimension")
+    value: float | None = Field(None, description="the cell value; default: the sum of "
+                                "contributions, the summary's total, or the sum of its children")
+    contributions: list[Contribution] | None = None
+    summary: Summary | None = None
+    protection: Protection | None = Field(
+        None, description="makes the cell sensitive with these protection levels")
+    lower_bound: float | None = Field(
+        None, description="a-priori lower bound known to an intruder (default 0)")
+    upper_bound: float | None = Field(None, description="a-priori upper bound (default none)")
+
+    @model_validator(mode="after")
+    def _at_most_one_source(self) -> TableCell:
+        if self.contributions is not None and self.summary is not None:
+            raise ValueError("give at most one of 'contributions' and 'summary'")
+        return self
+
+
+class AuditCell(TableCell):
+    suppressed: bool = False
+
+
+class AuditRequest(BaseModel):
+    """A table, a suppression pattern and what makes cells sensitive."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
+        "structure": {"dimensions": [
+            {"name": "size", "leaves": ["A", "B", "C"]},
+            {"name": "activity", "leaves": ["I", "II", "III"]}]},
+        "cells": [
+            {"key": ["A", "I"], "value": 160, "suppressed": True,
+             "contributions": [{"value": 155}, {"value": 4}, {"value": 1}]},
+            {"key": ["A", "II"], "value": 380, "suppressed": True},
+            {"key": ["A", "III"], "value": 340}, {"key": ["B", "I"], "value": 40,
+                                                  "suppressed": True},
+            {"key": ["B", "II"], "value": 80, "suppressed": True}, {"key": ["B", "III"], "value": 60},
+            {"key": ["C", "I"], "value": 610}, {"key": ["C", "II"], "value": 800},
+            {"key": ["C", "III"], "value": 270}],
+        "rules": {"rules": [{"type": "p_percent", "p": 20}]},
+    }]})
+    structure: Structure
+    cells: list[AuditCell] = Field(min_length=1)
+    rules: RuleSet | None = None
+    profile: str | None = Field(None, max_length=100, description="name of a configured rule profile")
+    time_limit: float | None = Field(
+        None, gt=0, description="solver seconds for the whole audit; capped by the service")
+
+    @model_validator(mode="after")
+    def _rules_or_profile(self) -> AuditRequest:
+        if self.rules is not None and self.profile is not None:
+            raise ValueError("give at most one of 'rules' and 'profile'")
+        return self
+
+
+class Flags(BaseModel):
+    exact: bool = Field(description="the interval is a point: the value is disclosed")
+    upper_too_close: bool
+    lower_too_close: bool
+    too_narrow: bool = Field(description="narrower than the two protection levels together")
+
+
+class AuditedCell(BaseModel):
+    key: CellKey
+    suppressed: bool
+    sensitive: bool
+    protected: bool | None = Field(description="null for cells that need no protection")
+    interval: tuple[float | None, float | None] | None = Field(
+        None, description="feasibility interval [min, max] (null bound: unbounded); for "
+        "partial suppression these ranges can be published instead of crosses")
+    certified: bool | None = None
+    flags: Flags | None = None
+    missing_upper: float | None = None
+    missing_lower: float | None = None
+    upper_protection: float | None = None
+    lower_protection: float | None = None
+
+
+class AuditedUnion(BaseModel):
+    relation: str = Field(description="the relation the union is read from")
+    cells: list[CellKey]
+    coefficients: list[float]
+    value: float
+    checked: bool
+    sensitive: bool
+    fired: list[str]
+
+
+class SolverReport(BaseModel):
+    status: Literal["optimal", "time_limit", "infeasible", "error"]
+    message: str
+    lp_solves: int
+    components: int
+    seconds: float
+    time_limit: float
+
+
+class AuditReply(BaseModel):
+    verdict: Literal["safe", "unsafe", "uncertified", "infeasible"]
+    reasons: list[str]
+    unions_checked: bool = Field(description="implicitly published unions were checked "
+                                 "(needs contributions or summaries)")
+    cells: list[AuditedCell] = Field(description="suppressed cells and sensitive cells")
+    unions: list[AuditedUnion] | None = None
+    solver: SolverReport | None = None

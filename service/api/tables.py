@@ -1,0 +1,229 @@
+"""Structured tables on the wire to core arrays: the table, each request cell's place in
+it, values with margins filled and checked, a-priori bounds, and what makes cells sensitive.
+
+Shared by the audit and the suppression routes. Errors name the request's cell index (the
+core's cell numbering is the table's, which the caller never sees).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from schemas import rules as wire
+from schemas.tables import Structure, TableCell
+from service.sdc import magnitudes, primary
+from service.sdc.errors import InputError
+from service.sdc.table import Hierarchy, LinkedTables, StructureError, Table
+from service.sdc.unions import UnionSource
+
+from . import convert
+
+
+def space_from_wire(structure: Structure) -> Table | LinkedTables:
+    """The table (or linked tables) the structure describes."""
+    dims: dict[str, Hierarchy] = {}
+    for d, dim in enumerate(structure.dimensions):
+        try:
+            h = (Hierarchy.flat(dim.name, dim.leaves, dim.total) if dim.leaves is not None
+                 else Hierarchy.from_children(dim.name, dim.children))
+        except StructureError as exc:
+            raise InputError(exc.message, field=f"structure.dimensions.{d}") from None
+        if dims.setdefault(dim.name, h) is not h:
+            raise InputError(f"dimension name {dim.name!r} is used twice",
+                             field=f"structure.dimensions.{d}.name")
+    if structure.tables is None:
+        return Table(list(dims.values()))
+    tables = []
+    for t, names in enumerate(structure.tables):
+        unknown = [n for n in names if n not in dims]
+        if unknown or not names or len(set(names)) != len(names):
+            why = f"unknown dimension {unknown[0]!r}" if unknown else "empty or repeated names"
+            raise InputError(f"linked table {t}: {why}", field=f"structure.tables.{t}")
+        tables.append(Table([dims[n] for n in names]))
+    missing = set(dims) - {n for names in structure.tables for n in names}
+    if missing:
+        raise InputError(f"dimension {sorted(missing)[0]!r} is in no linked table",
+                         field="structure.tables")
+    if [h.name for h in LinkedTables(tables).dimensions] != list(dims):
+        # Keys are read in the order of 'dimensions'; the linked space orders them by
+        # first appearance in 'tables'.
+        raise InputError("list the dimensions in the order they first appear in 'tables'",
+                         field="structure.dimensions")
+    return LinkedTables(tables)
+
+
+@dataclass(frozen=True)
+class TableInputs:
+    """A request's table as arrays in the core's cell order (length ``space.n_cells``)."""
+
+    space: Table | LinkedTables
+    cell_of_request: np.ndarray      # table cell of each request cell
+    request_of_cell: np.ndarray      # request index of each table cell, -1 if not sent
+    values: np.ndarray
+    lower_bounds: np.ndarray
+    upper_bounds: np.ndarray
+    sensitive: np.ndarray
+    upper_protection: np.ndarray
+    lower_protection: np.ndarray
+    unions: UnionSource | None
+    rule_labels: list[str]
+    fired: np.ndarray | None         # (rules, n_cells) when a rule set was applied
+    n_contributors: np.ndarray       # 0 where unknown
+
+    def keys(self, cells) -> list[list[str]]:
+        return [list(self.space.key(int(c))) for c in cells]
+
+
+def table_inputs(structure: Structure, cells: list[TableCell], spec: wire.RuleSet | None,
+                 *, labels_with_parameters: bool) -> TableInputs:
+    space = space_from_wire(structure)
+    n = space.n_cells
+    convert.check_unique_keys([c.key for c in cells])
+    for i, c in enumerate(cells):
+        if len(c.key) != len(space.dimensions):
+            raise InputError(f"a cell key needs {len(space.dimensions)} codes "
+                             f"({', '.join(space.names)}), got {len(c.key)}", field="key", cell=i)
+    try:
+        where = space.cell_indices(np.array([c.key for c in cells], dtype=object).T
+                                   if cells else [[] for _ in space.dimensions])
+    except StructureError as exc:
+        bad = _first_unknown(space, cells)
+        raise InputError(exc.message, field="key", cell=bad) from None
+    where = np.asarray(where, dtype=np.int64)
+    request_of_cell = np.full(n, -1, dtype=np.int64)
+    request_of_cell[where] = np.arange(len(cells))
+
+    ruleset = convert.ruleset_from_wire(spec) if spec is not None else None
+    m, known, contributions = _magnitudes(cells, where, n, spec, ruleset)
+    values = _values(space, cells, where, m, known)
+    lower = _bounds(cells, where, n, "lower_bound", 0.0)
+    upper = _bounds(cells, where, n, "upper_bound", np.inf)
+    negative = np.flatnonzero((values < 0) & np.isfinite(lower) & (lower >= 0))
+    if negative.size:
+        cell = int(request_of_cell[negative[0]])
+        raise InputError("a cell is negative: tables with negative cells need explicit "
+                         "a-priori bounds (lower_bound) on every cell that may be suppressed",
+                         field="lower_bound", cell=cell if cell >= 0 else None)
+    bad = np.flatnonzero(lower > upper)
+    if bad.size:
+        raise InputError("lower_bound exceeds upper_bound", field="lower_bound",
+                         cell=int(request_of_cell[bad[0]]))
+
+    sensitive = np.zeros(n, bool)
+    up = np.zeros(n)
+    lo = np.zeros(n)
+    fired = None
+    labels: list[str] = []
+    if ruleset is not None:
+        verdict = primary.assess(m, ruleset)
+        # Cells sent without contributions or summary are not assessed (not "empty").
+        sensitive = verdict.sensitive & known
+        up = np.where(sensitive, verdict.upper_protection, 0.0)
+        lo = np.where(sensitive, verdict.lower_protection, 0.0)
+        fired = verdict.fired & known
+        labels = convert.rule_labels(spec.rules, with_parameters=labels_with_parameters)
+    for i, c in enumerate(cells):
+        if c.protection is not None:
+            j = where[i]
+            sensitive[j] = True
+            up[j] = max(up[j], c.protection.upper)
+            lo[j] = max(lo[j], c.protection.lower)
+    unions = (UnionSource(m, ruleset, known=known, contributions=contributions)
+              if ruleset is not None and known.any() else None)
+    return TableInputs(space, where, request_of_cell, values, lower, upper, sensitive, up, lo,
+                       unions, labels, fired, np.where(known, m.count, 0.0))
+
+
+def _first_unknown(space, cells) -> int | None:
+    for i, c in enumerate(cells):
+        try:
+            space.cell_index(c.key)
+        except StructureError:
+            return i
+    return None
+
+
+def _magnitudes(cells, where, n, spec, ruleset):
+    """Magnitudes in table order, which cells have them, and the raw contributions."""
+    has = [i for i, c in enumerate(cells) if c.contributions is not None or c.summary is not None]
+    known = np.zeros(n, bool)
+    known[where[has]] = True
+    if ruleset is None:
+        if has:
+            raise InputError("contributions or summaries need 'rules' or 'profile' to be "
+                             "assessed", field="rules", cell=has[0])
+        return _empty(n, 2), known, None
+    sourced = [cells[i] for i in has]
+    m_part = convert.magnitudes_from_cells(sourced, spec, ruleset) if sourced else None
+    with_contributions = [k for k, c in enumerate(sourced) if c.contributions is not None]
+    contributions = None
+    if with_contributions:
+        c = convert.contributions_of(sourced, with_contributions, spec.weights)
+        contributions = c.renumbered(where[np.asarray(has)[with_contributions]])
+    parts = [(where[has], m_part)] if m_part is not None else []
+    rest = np.flatnonzero(~known)
+    if rest.size:
+        parts.append((rest, _empty(rest.size, ruleset.depth)))
+    return magnitudes.merge(n, parts), known, contributions
+
+
+def _empty(n: int, depth: int) -> magnitudes.Magnitudes:
+    """Magnitudes of cells sent without contributions or summary (no contributors)."""
+    return magnitudes.from_summaries(np.zeros(n), np.zeros(n), np.full((n, depth), np.nan),
+                                     depth=depth)
+
+
+def _values(space, cells, where, m, known) -> np.ndarray:
+    """Every cell's value: as sent, else from its contributions or summary, else the sum
+    of its children; margins sent must add up (within the structure's tolerance)."""
+    n = space.n_cells
+    x = np.full(n, np.nan)
+    given = np.zeros(n, bool)
+    for i, c in enumerate(cells):
+        if c.value is not None:
+            x[where[i]] = c.value
+            given[where[i]] = True
+    from_sources = known & ~given
+    x[from_sources] = m.value[from_sources]
+    given |= from_sources
+    leaves_missing = np.flatnonzero(space.is_leaf & ~given)
+    if leaves_missing.size:
+        key = list(space.key(int(leaves_missing[0])))
+        sent = np.flatnonzero(where == leaves_missing[0])
+        raise InputError(f"leaf cell {key} has no value, contributions or summary",
+                         field="value", cell=int(sent[0]) if sent.size else None)
+    if not given.all():
+        x = np.where(given, x, _filled(space, x))
+    return x
+
+
+def _filled(space, x: np.ndarray) -> np.ndarray:
+    """Margins computed from the leaves, table by table for linked tables."""
+    if isinstance(space, Table):
+        return space.fill_margins(x)
+    out = np.full(space.n_cells, np.nan)
+    for table, cells in zip(space.tables, space.table_cells):
+        out[cells] = table.fill_margins(x[cells])
+    return out
+
+
+def _bounds(cells, where, n, name, default) -> np.ndarray:
+    b = np.full(n, default)
+    for i, c in enumerate(cells):
+        if (v := getattr(c, name)) is not None:
+            b[where[i]] = v
+    return b
+
+
+def check_additivity(inputs: TableInputs, tolerance: float) -> None:
+    """Sent margins that do not add up are an error naming the relation."""
+    broken = inputs.space.check_additivity(inputs.values, tolerance)
+    if broken:
+        v = broken[0]
+        parent = int(inputs.space.relation_parent[v.index])
+        cell = int(inputs.request_of_cell[parent])
+        raise InputError(f"margins do not add up: {v.description} is off by {v.residual:g} "
+                         f"(structure.tolerance is {tolerance:g})", field="value",
+                         cell=cell if cell >= 0 else None)

@@ -1,0 +1,234 @@
+"""POST /v1/audit: golden tables through HTTP, structures (hierarchy, linked tables, margins
+computed or checked), unions, time limits and errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from .golden import cases
+from .test_audit import brute_force
+from service.sdc.table import Hierarchy, Table
+
+TABLE_7 = next(c for c in cases("intervals.json") if c.id == "daalmans-table-7").values[0]
+TABLE_4 = next(c for c in cases("intervals.json") if c.id == "daalmans-table-4").values[0]
+
+
+def golden_body(case, *, leaves_only=False, **cell_extra):
+    """A golden intervals case as an audit request (the last row/column are the totals)."""
+    rows, cols = case["rows"], case["cols"]
+    cells = []
+    for i, r in enumerate(rows):
+        for k, c in enumerate(cols):
+            margin = r == rows[-1] or c == cols[-1]
+            if leaves_only and margin:
+                continue
+            cell = {"key": [r, c], "value": case["values"][i][k],
+                    "suppressed": case["published"][i][k] is None}
+            cell.update(cell_extra.get(f"{r},{c}", {}))
+            cells.append(cell)
+    return {"structure": {"dimensions": [
+        {"name": "row", "leaves": rows[:-1], "total": rows[-1]},
+        {"name": "col", "leaves": cols[:-1], "total": cols[-1]}]}, "cells": cells}
+
+
+def by_key(reply):
+    return {",".join(c["key"]): c for c in reply["cells"]}
+
+
+@pytest.mark.parametrize("case", cases("intervals.json"))
+@pytest.mark.parametrize("leaves_only", [False, True])
+def test_golden_intervals_over_http(client, case, leaves_only):
+    # Every suppressed cell declared sensitive with no protection: only intervals matter.
+    extra = {k: {"protection": {"upper": 0, "lower": 0}} for k in case["expect"]}
+    r = client.post("/v1/audit", json=golden_body(case, leaves_only=leaves_only, **extra))
+    assert r.status_code == 200, r.text
+    got = by_key(r.json())
+    for key, interval in case["expect"].items():
+        assert got[key]["interval"] == pytest.approx(interval, abs=1e-6), key
+    assert r.json()["solver"]["status"] == "optimal"
+
+
+def test_table_7_passes_the_interval_test_and_fails_with_too_much_protection(client):
+    """Seed 002 Example 2: A,I needs an upper bound of 190 (protection 30); [80, 200] has it."""
+    ok = client.post("/v1/audit", json=golden_body(
+        TABLE_7, **{"A,I": {"protection": {"upper": 30, "lower": 0}}})).json()
+    assert ok["verdict"] == "safe" and ok["reasons"] == []
+    cell = by_key(ok)["A,I"]
+    assert cell["protected"] is True and cell["interval"] == [80, 200]
+    short = client.post("/v1/audit", json=golden_body(
+        TABLE_7, **{"A,I": {"protection": {"upper": 45, "lower": 0}}})).json()
+    assert short["verdict"] == "unsafe"
+    cell = by_key(short)["A,I"]
+    assert cell["flags"]["upper_too_close"] and not cell["flags"]["exact"]
+    assert cell["missing_upper"] == pytest.approx(5.0)
+    assert short["unions_checked"] is False and short["unions"] is None
+
+
+def test_table_4_singleton_roll_up_over_http(client):
+    body = golden_body(TABLE_4, **{"A,I": {"contributions": [{"value": 100}]},
+                                   "A,III": {"contributions": [{"value": 150}]}})
+    body["rules"] = {"rules": [{"type": "p_percent", "p": 20}]}
+    reply = client.post("/v1/audit", json=body).json()
+    assert reply["verdict"] == "unsafe"
+    (bad,) = [u for u in reply["unions"] if u["sensitive"]]
+    assert sorted(bad["cells"]) == [["A", "I"], ["A", "III"]]
+    assert bad["value"] == 250 and bad["fired"] == ["p_percent(p=20,c=1)"]
+    # Both cells' intervals are wide: by Operational criterion 1 alone it would pass.
+    assert all(by_key(reply)[k]["protected"] for k in ("A,I", "A,III"))
+
+
+def test_hierarchical_dimension_and_published_sensitive_cell(client):
+    """Region: Total -> North (N1, N2), South (S1); a 1-D table with a subtotal."""
+    structure = {"dimensions": [{"name": "region", "children": {
+        "Total": ["North", "South"], "North": ["N1", "N2"], "South": ["S1"]}}]}
+    cells = [{"key": ["N1"], "value": 10, "suppressed": True,
+              "protection": {"upper": 2, "lower": 2}},
+             {"key": ["N2"], "value": 30, "suppressed": True},
+             {"key": ["S1"], "value": 5}]
+    reply = client.post("/v1/audit", json={"structure": structure, "cells": cells}).json()
+    assert reply["verdict"] == "safe"
+    assert by_key(reply)["N1"]["interval"] == [0, 40]
+    cells[0]["suppressed"] = False
+    leaked = client.post("/v1/audit", json={"structure": structure, "cells": cells}).json()
+    assert leaked["verdict"] == "unsafe"
+    assert by_key(leaked)["N1"] == {"key": ["N1"], "suppressed": False, "sensitive": True,
+                                    "protected": False, "upper_protection": 2.0,
+                                    "lower_protection": 2.0}
+
+
+def test_linked_tables_against_brute_force(client):
+    """Two tables (a x b) and (a x c) share the a-margin; intervals equal a dense LP's."""
+    a = Hierarchy.flat("a", ["1", "2"], "T")
+    b = Hierarchy.flat("b", ["x", "y"], "T")
+    c = Hierarchy.flat("c", ["u", "v", "w"], "T")
+    from service.sdc.table import LinkedTables
+    space = LinkedTables([Table([a, b]), Table([a, c])])
+    rng = np.random.default_rng(3)
+    leaves_ab = {(i, j): float(v) for (i, j), v in zip(
+        [(i, j) for i in "12" for j in "xy"], rng.integers(1, 50, 4))}
+    a_tot = {i: leaves_ab[(i, "x")] + leaves_ab[(i, "y")] for i in "12"}
+    leaves_ac = {}
+    for i in "12":
+        split = rng.dirichlet(np.ones(3)) * a_tot[i]
+        split = np.round(split, 2)
+        split[-1] = a_tot[i] - split[:2].sum()
+        leaves_ac.update({(i, k): float(v) for k, v in zip("uvw", split)})
+    cells = [{"key": [i, j, "T"], "value": v} for (i, j), v in leaves_ab.items()]
+    cells += [{"key": [i, "T", k], "value": v} for (i, k), v in leaves_ac.items()]
+    suppress = {("1", "x", "T"), ("1", "y", "T"), ("2", "x", "T"), ("2", "y", "T"),
+                ("1", "T", "u"), ("1", "T", "v")}
+    for cell in cells:
+        cell["suppressed"] = tuple(cell["key"]) in suppress
+    cells[0]["protection"] = {"upper": 1, "lower": 1}
+    body = {"structure": {"dimensions": [{"name": "a", "leaves": ["1", "2"], "total": "T"},
+                                         {"name": "b", "leaves": ["x", "y"], "total": "T"},
+                                         {"name": "c", "leaves": ["u", "v", "w"], "total": "T"}],
+                          "tables": [["a", "b"], ["a", "c"]]},
+            "cells": cells}
+    reply = client.post("/v1/audit", json=body)
+    assert reply.status_code == 200, reply.text
+    got = {tuple(c["key"]): c["interval"] for c in reply.json()["cells"]}
+    values = np.zeros(space.n_cells)
+    for cell in cells:
+        values[space.cell_index(cell["key"])] = cell["value"]
+    filled = np.zeros(space.n_cells)
+    for t, idx in zip(space.tables, space.table_cells):
+        filled[idx] = t.fill_margins(values[idx])
+    mask = np.zeros(space.n_cells, bool)
+    for key in suppress:
+        mask[space.cell_index(key)] = True
+    expected = brute_force(space.relations, filled, mask)
+    for j, (lo, hi) in zip(np.flatnonzero(mask), expected):
+        assert got[space.key(j)] == pytest.approx([lo, hi], abs=1e-6)
+
+
+def test_margins_that_do_not_add_up(client):
+    body = golden_body(TABLE_7)
+    for cell in body["cells"]:
+        if cell["key"] == ["A", "Total"]:
+            cell["value"] += 0.5
+    r = client.post("/v1/audit", json=body)
+    assert r.status_code == 422
+    (detail,) = r.json()["detail"]
+    # Two relations break (row A and the Total column); the first is named, by its parent.
+    assert detail["key"] == ["Total", "Total"] and detail["field"] == "value"
+    assert "dimension 'row': 'Total' = sum of its 3 children at col='Total'" in detail["message"]
+    assert "off by -0.5" in detail["message"]
+    body["structure"]["tolerance"] = 1.0
+    assert client.post("/v1/audit", json=body).status_code == 200
+
+
+def test_time_limit_makes_the_verdict_uncertified(client):
+    body = golden_body(TABLE_7, **{"A,I": {"protection": {"upper": 30, "lower": 0}}})
+    body["time_limit"] = 1e-9
+    reply = client.post("/v1/audit", json=body).json()
+    assert reply["verdict"] == "uncertified"
+    assert reply["solver"]["status"] == "time_limit"
+    assert by_key(reply)["A,I"]["certified"] is False
+
+
+def test_profile_hides_protection_levels(make_client, tmp_path):
+    path = tmp_path / "profiles.json"
+    path.write_text('{"profiles": {"p20": {"rules": {"rules": [{"type": "p_percent", "p": 20}]}}}}')
+    from service.config import Settings
+    client = make_client(profiles=Settings.from_env({"SDC_PROFILES": str(path)}).profiles)
+    body = golden_body(TABLE_7, **{"A,I": {"contributions": [
+        {"value": 155}, {"value": 4}, {"value": 1}]}})
+    body["profile"] = "p20"
+    reply = client.post("/v1/audit", json=body).json()
+    cell = by_key(reply)["A,I"]
+    assert cell["sensitive"] and "upper_protection" not in cell and "missing_upper" not in cell
+    assert "p=" not in str(reply["unions"])
+
+
+@pytest.mark.parametrize("change, field, cell", [
+    (lambda b: b["cells"][0].update(key=["Z", "I"]), "key", 0),
+    (lambda b: b["cells"][1].update(key=["A"]), "key", 1),
+    (lambda b: b["cells"][2].pop("value"), "value", 2),
+    (lambda b: b["cells"][0].update(value=-5), "lower_bound", 0),
+    (lambda b: b["cells"][0].update(lower_bound=10, upper_bound=5), "lower_bound", 0),
+    (lambda b: b["cells"][0].update(contributions=[{"value": 1}]), "rules", 0),
+    (lambda b: b["structure"].update(tables=[["row", "nope"]]), "structure.tables.0", None),
+    (lambda b: b["structure"]["dimensions"][1].update(name="row"),
+     "structure.dimensions.1.name", None),
+])
+def test_bad_input_names_field_and_cell(client, change, field, cell):
+    body = golden_body(TABLE_7, leaves_only=True)
+    change(body)
+    r = client.post("/v1/audit", json=body)
+    assert r.status_code == 422, r.text
+    (detail,) = r.json()["detail"]
+    assert detail["field"] == field and detail["cell"] == cell
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.data())
+def test_random_patterns_match_brute_force(client, data):
+    n_rows = data.draw(st.integers(2, 4))
+    n_cols = data.draw(st.integers(2, 4))
+    leaves = data.draw(st.lists(st.integers(0, 30), min_size=n_rows * n_cols,
+                                max_size=n_rows * n_cols))
+    mask = data.draw(st.lists(st.booleans(), min_size=(n_rows + 1) * (n_cols + 1),
+                              max_size=(n_rows + 1) * (n_cols + 1)))
+    t = Table([Hierarchy.flat("r", [str(i) for i in range(n_rows)], "T"),
+               Hierarchy.flat("c", [str(i) for i in range(n_cols)], "T")])
+    x = np.zeros(t.n_cells)
+    for (i, j), v in zip([(i, j) for i in range(n_rows) for j in range(n_cols)], leaves):
+        x[t.cell_index((str(i), str(j)))] = v
+    x = t.fill_margins(x)
+    suppressed = np.array(mask)
+    cells = [{"key": list(t.key(c)), "value": float(x[c]), "suppressed": bool(suppressed[c]),
+              **({"protection": {"upper": 0, "lower": 0}} if suppressed[c] else {})}
+             for c in range(t.n_cells)]
+    body = {"structure": {"dimensions": [
+        {"name": "r", "leaves": [str(i) for i in range(n_rows)], "total": "T"},
+        {"name": "c", "leaves": [str(i) for i in range(n_cols)], "total": "T"}]},
+            "cells": cells}
+    reply = client.post("/v1/audit", json=body).json()
+    got = {tuple(c["key"]): c["interval"] for c in reply["cells"]}
+    for j, (lo, hi) in zip(np.flatnonzero(suppressed), brute_force(t.relations, x, suppressed)):
+        want = [lo, None if np.isinf(hi) else hi]
+        assert got[t.key(j)] == pytest.approx(want, abs=1e-6)
