@@ -1,0 +1,586 @@
+"""Secondary cell suppression: the cheapest further suppressions that protect every
+sensitive cell, and the audit that proves it.
+
+Model (seed 000 "Secondary tabular data protection methods"; seed 003 B.2.b; Fischetti and
+Salazar 2000 as cited there). A table ``A x = 0`` with true values ``a``, a-priori bounds
+``lb <= x <= ub``, sensitive cells ``P`` with upper and lower protection levels ``UPL_i``,
+``LPL_i``, and a cost ``c_j`` per cell. A pattern ``y in {0,1}^n`` protects cell ``i`` when
+an intruder who knows the published cells can neither rule out ``x_i >= a_i + UPL_i`` nor
+``x_i <= a_i - LPL_i``: with deviations ``z = x - a``,
+
+    max / min  z_i   s.t.  A z = 0,  -y_j D_j <= z_j <= y_j U_j                 (attacker)
+
+must reach ``UPL_i`` and ``-LPL_i``, where ``U_j = ub_j - a_j`` and ``D_j = a_j - lb_j`` are
+the room a suppressed cell has. By LP duality the attacker's maximum for a given ``y`` is at
+most ``sum_j y_j (U_j max(0, r_j) + D_j max(0, -r_j))`` for *any* row prices ``g``, with
+``r = e_i - A^T g``; so every ``g`` yields the valid inequality (a Benders / "capacity" cut)
+
+    sum_j (U_j max(0, r_j) + D_j max(0, -r_j)) y_j >= UPL_i,
+
+and the optimal ``g`` of the attacker LP at a pattern that fails makes it violated there.
+
+Methods
+-------
+``fast``
+    Cells are protected one at a time, largest first (seed 003 B.2.b: "protecting the
+    sensitive cells one at a time by a cheapest complementary set found by linear
+    programming"): for cell ``i`` and each direction one LP finds a deviation ``z`` with
+    ``z_i`` at the protection level whose support is cheapest, each unit of ``|z_j|``
+    priced ``c_j / level`` (0 for cells already suppressed). The support is suppressed; the
+    deviation stays feasible for the final pattern, so the cell stays protected. Then
+    suppressions that turned out superfluous are removed, most expensive first, as long as
+    every sensitive cell stays protected (time permitting).
+``exact``
+    The mixed-integer model of Fischetti and Salazar: ``min c y`` with ``y = 1`` on
+    sensitive and forced cells, ``y = 0`` on forbidden ones, and the capacity cuts above
+    added as the attacker LPs find them violated (never enumerated up front). Started from
+    the ``fast`` pattern as incumbent; with a time limit it returns the best safe pattern
+    and the proven gap.
+
+Both then check the implicitly published unions (:mod:`service.sdc.unions`, seed 002
+sections 3-5); a sensitive union in relation ``k`` is removed by suppressing one more cell
+of ``k`` (the cheapest allowed one for ``fast``; for ``exact`` a no-good cut "this exact set
+of suppressed cells in ``k`` is not allowed"). Every returned pattern has passed
+:func:`service.sdc.audit.audit_pattern`; one that does not is never reported as a success.
+
+Readings
+--------
+* Zero cells are never complements (seed 003 B.2: a zero cell protects nothing under
+  subadditive rules, and its interval would reveal the zero); neither are cells the caller
+  forbids. Sensitive zero cells are still suppressed.
+* A sensitive cell whose protection levels are both 0 (frequency rules without a range)
+  must at least not be disclosed exactly: it is given an upper level of
+  ``1e-4 max(1, |a_i|)``, above the audit's exactness tolerance.
+* Protection levels beyond the a-priori range (``LPL_i > a_i - lb_i``) are capped at it:
+  no pattern can leave an intruder less certain than the bounds already do.
+* Unbounded room (``ub = inf``) is capped at ``2 max |a| + max UPL``: an intruder's room can
+  only be larger, so the cap can make a pattern more cautious, never less safe; the audit
+  is run with the true bounds.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import highspy
+import numpy as np
+import scipy.sparse as sp
+
+from .audit import PatternAudit, audit_pattern
+from .errors import InputError
+
+COST_KINDS = ("value", "unity", "contributors", "log", "weights")
+METHODS = ("fast", "exact")
+_MS = highspy.HighsModelStatus
+# Deviations below this share of a protection level do not make a cell a complement.
+_SUPPORT_RTOL = 1e-7
+# Attacker reach within this relative tolerance of the level counts as reaching it.
+_REACH_RTOL = 1e-7
+_MIN_LEVEL_RTOL = 1e-4
+
+
+def cell_costs(kind: str, values, counts=None, weights=None) -> np.ndarray:
+    """Information loss of suppressing each cell (seed 002 section 3: "minimise the total
+    suppressed value, minimise the number of suppressed cell values, or minimise the number
+    of contributions"; ``log`` damps the dominance of the largest cells, as tau-ARGUS'
+    ``distance``-free log cost does).
+
+    ``value``: ``|a_j|``; ``unity``: 1; ``contributors``: ``N_j``; ``log``:
+    ``log(1 + |a_j|)``; ``weights``: as given. Costs must be finite and >= 0.
+    """
+    a = np.abs(np.asarray(values, dtype=float))
+    if kind == "value":
+        c = a
+    elif kind == "unity":
+        c = np.ones_like(a)
+    elif kind == "contributors":
+        if counts is None:
+            raise InputError("cost 'contributors' needs the cells' contributors",
+                             field="cost")
+        c = np.asarray(counts, dtype=float)
+    elif kind == "log":
+        c = np.log1p(a)
+    elif kind == "weights":
+        if weights is None:
+            raise InputError("cost 'weights' needs a weight per cell", field="cost")
+        c = np.asarray(weights, dtype=float)
+    else:
+        raise InputError(f"unknown cost {kind!r}; one of {', '.join(COST_KINDS)}", field="cost")
+    if c.shape != a.shape or not np.isfinite(c).all() or (c < 0).any():
+        raise InputError("costs must be finite numbers >= 0, one per cell", field="cost")
+    return c
+
+
+@dataclass(frozen=True)
+class SuppressionResult:
+    """A suppression pattern and how it was found.
+
+    Attributes
+    ----------
+    suppressed : numpy.ndarray of bool
+        Primary and secondary suppressions (``None``-free: all False when no safe pattern).
+    secondary : numpy.ndarray of bool
+        Suppressed cells that are not sensitive.
+    method : {"fast", "exact"}
+    status : {"optimal", "feasible", "time_limit", "no_safe_pattern"}
+        ``optimal``: exact and proven; ``feasible``: the fast method's safe pattern;
+        ``time_limit``: exact stopped early, the best safe pattern is returned with ``gap``;
+        ``no_safe_pattern``: none exists within the caller's constraints (``message``
+        says why) or none could be found and certified in time.
+    objective : float
+        Cost of the pattern's suppressions (all suppressed cells).
+    lower_bound : float
+        Proven lower bound on the optimal cost (exact method), else nan.
+    audit : PatternAudit
+        The audit of the returned pattern.
+    message : str
+    seconds : float
+    iterations : int
+        Master solves (exact) or protection LPs (fast).
+    """
+
+    suppressed: np.ndarray
+    secondary: np.ndarray
+    method: str
+    status: str
+    objective: float
+    lower_bound: float
+    audit: PatternAudit | None
+    message: str
+    seconds: float
+    iterations: int
+
+    @property
+    def gap(self) -> float:
+        """Relative gap between the pattern's cost and the proven lower bound."""
+        if not np.isfinite(self.lower_bound):
+            return float("nan")
+        return max(0.0, self.objective - self.lower_bound) / max(self.objective, 1e-12)
+
+    @property
+    def safe(self) -> bool:
+        return self.audit is not None and self.audit.safe
+
+
+@dataclass
+class _Problem:
+    a: sp.csr_matrix
+    values: np.ndarray
+    sensitive: np.ndarray
+    upl: np.ndarray
+    lpl: np.ndarray
+    room_up: np.ndarray     # U_j, capped
+    room_down: np.ndarray   # D_j
+    cost: np.ndarray
+    allowed: np.ndarray     # may be a complement
+    forced: np.ndarray
+    lower_bounds: np.ndarray
+    upper_bounds: np.ndarray
+    deadline: float
+
+
+class _Attacker:
+    """One HiGHS model of the attacker LP over all cells; the pattern changes its column
+    bounds and the attacked cell its costs, so every solve starts from the last basis."""
+
+    def __init__(self, p: _Problem):
+        self.p = p
+        n = p.a.shape[1]
+        a = p.a.tocsc()
+        lp = highspy.HighsLp()
+        lp.num_col_, lp.num_row_ = n, p.a.shape[0]
+        lp.col_cost_ = np.zeros(n)
+        lp.col_lower_ = np.zeros(n)
+        lp.col_upper_ = np.zeros(n)
+        lp.row_lower_ = np.zeros(p.a.shape[0])
+        lp.row_upper_ = np.zeros(p.a.shape[0])
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+        lp.a_matrix_.start_ = a.indptr.astype(np.int32)
+        lp.a_matrix_.index_ = a.indices.astype(np.int32)
+        lp.a_matrix_.value_ = a.data.astype(float)
+        lp.sense_ = highspy.ObjSense.kMaximize
+        self.h = highspy.Highs()
+        self.h.setOptionValue("output_flag", False)
+        self.h.setOptionValue("presolve", "off")
+        self.h.setOptionValue("solver", "simplex")
+        self.h.passModel(lp)
+        self.n = n
+        self.costed = -1
+        self.pattern = np.zeros(n, bool)
+
+    def set_pattern(self, y: np.ndarray) -> None:
+        changed = np.flatnonzero(y != self.pattern)
+        if changed.size:
+            lo = np.where(y[changed], -self.p.room_down[changed], 0.0)
+            hi = np.where(y[changed], self.p.room_up[changed], 0.0)
+            self.h.changeColsBounds(len(changed), changed.astype(np.int32), lo, hi)
+            self.pattern = y.copy()
+
+    def reach(self, i: int, sense: float) -> tuple[float, np.ndarray | None, str]:
+        """``max sense * z_i`` under the current pattern, the row prices, the outcome."""
+        if self.costed != i:
+            idx = [i] if self.costed < 0 else [self.costed, i]
+            costs = [1.0] if self.costed < 0 else [0.0, 1.0]
+            self.h.changeColsCost(len(idx), np.array(idx, dtype=np.int32), np.array(costs))
+            self.costed = i
+        self.h.changeObjectiveSense(highspy.ObjSense.kMaximize if sense > 0
+                                    else highspy.ObjSense.kMinimize)
+        remaining = self.p.deadline - time.perf_counter()
+        if remaining <= 0:
+            return np.nan, None, "time_limit"
+        self.h.setOptionValue("time_limit", float(remaining))
+        self.h.run()
+        status = self.h.getModelStatus()
+        if status == _MS.kOptimal:
+            value = sense * self.h.getInfo().objective_function_value
+            return value, np.asarray(self.h.getSolution().row_dual), "optimal"
+        if status == _MS.kUnbounded:
+            return np.inf, None, "optimal"
+        if status == _MS.kTimeLimit:
+            return np.nan, None, "time_limit"
+        return np.nan, None, self.h.modelStatusToString(status)
+
+    def cut(self, i: int, sense: float, prices: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """Coefficients of the capacity cut for cell ``i``: of the two sign conventions of
+        the row prices, the one whose bound is tightest at ``y`` (both are valid)."""
+        best, best_lhs = None, np.inf
+        for g in (prices, -prices):
+            r = -(self.p.a.T @ g)
+            r[i] += sense
+            coef = self.p.room_up * np.maximum(0.0, sense * r) \
+                + self.p.room_down * np.maximum(0.0, -sense * r)
+            lhs = coef @ y
+            if lhs < best_lhs:
+                best, best_lhs = coef, lhs
+        return best
+
+
+def _levels(p: _Problem) -> list[tuple[int, float, float]]:
+    """(cell, direction, level) of every protection requirement, largest cells first."""
+    order = np.flatnonzero(p.sensitive)
+    order = order[np.argsort(-np.abs(p.values[order]), kind="stable")]
+    out = []
+    for i in order.tolist():
+        out.append((i, 1.0, p.upl[i]))
+        if p.lpl[i] > 0:
+            out.append((i, -1.0, p.lpl[i]))
+    return out
+
+
+def _unprotected(att: _Attacker, p: _Problem, y: np.ndarray):
+    """The requirements the pattern ``y`` misses: (cell, direction, level, prices)."""
+    att.set_pattern(y)
+    missing = []
+    for i, sense, level in _levels(p):
+        value, prices, outcome = att.reach(i, sense)
+        if outcome != "optimal":
+            return None, outcome
+        if value < level - _REACH_RTOL * max(1.0, level, abs(p.values[i])):
+            missing.append((i, sense, level, prices))
+    return missing, "optimal"
+
+
+def _prepare(relations, values, sensitive, upper_protection, lower_protection, cost,
+             forbidden, forced, lower_bounds, upper_bounds, deadline) -> _Problem:
+    a = sp.csr_matrix(getattr(relations, "relations", relations), dtype=float)
+    n = a.shape[1]
+    x = np.asarray(values, dtype=float)
+    vec = lambda v, d: np.broadcast_to(np.asarray(d if v is None else v, dtype=float),  # noqa: E731
+                                       (n,)).copy()
+    sens = np.asarray(sensitive, dtype=bool)
+    upl, lpl = vec(upper_protection, 0.0), vec(lower_protection, 0.0)
+    upl = np.where(sens, upl, 0.0)
+    lpl = np.where(sens, lpl, 0.0)
+    floor = _MIN_LEVEL_RTOL * np.maximum(1.0, np.abs(x))
+    upl = np.where(sens & (upl + lpl <= 0), floor, upl)
+    lb, ub = vec(lower_bounds, 0.0), vec(upper_bounds, np.inf)
+    cap = 2.0 * np.abs(x).max(initial=0.0) + upl.max(initial=0.0) + 1.0
+    room_up = np.minimum(ub - x, cap)
+    room_down = np.minimum(x - lb, cap)
+    if (room_up < 0).any() or (room_down < 0).any():
+        j = int(np.flatnonzero((room_up < 0) | (room_down < 0))[0])
+        raise InputError(f"cell {j} lies outside its a-priori bounds", field="lower_bound", cell=j)
+    # No intruder is less certain than the a-priori range: levels beyond it are capped.
+    upl = np.minimum(upl, np.minimum(ub - x, np.inf))
+    lpl = np.minimum(lpl, x - lb)
+    forbidden = np.zeros(n, bool) if forbidden is None else np.asarray(forbidden, bool)
+    forced = np.zeros(n, bool) if forced is None else np.asarray(forced, bool)
+    both = forbidden & (forced | sens)
+    if both.any():
+        j = int(np.flatnonzero(both)[0])
+        raise InputError("a cell cannot be both forbidden and sensitive or forced",
+                         field="forbid", cell=j)
+    allowed = ~forbidden & (x != 0)
+    return _Problem(a, x, sens, upl, lpl, room_up, room_down, np.asarray(cost, float),
+                    allowed | sens | forced, forced | sens, lb, ub, deadline)
+
+
+def suppress(relations, values, sensitive, upper_protection, lower_protection, *, cost,
+             forbidden=None, forced=None, lower_bounds=0.0, upper_bounds=np.inf,
+             unions=None, method: str = "fast", time_limit: float = 60.0,
+             tolerance: float = 0.0) -> SuppressionResult:
+    """Choose secondary suppressions that protect every sensitive cell.
+
+    Parameters
+    ----------
+    relations : scipy.sparse matrix or Table or LinkedTables
+    values : array_like, shape (n_cells,)
+        True cell values (additive).
+    sensitive : array_like of bool
+    upper_protection, lower_protection : array_like
+        Protection levels (seed 000, table "Upper protection levels").
+    cost : array_like
+        Per-cell cost (:func:`cell_costs`).
+    forbidden, forced : array_like of bool, optional
+        Cells that may not be suppressed (key figures) / must be.
+    lower_bounds, upper_bounds : float or array_like
+        A-priori bounds of the intruder (default non-negativity).
+    unions : service.sdc.unions.UnionSource, optional
+        To check the implicitly published unions of the pattern.
+    method : {"fast", "exact"}
+    time_limit : float
+        Seconds for the whole call, audit included.
+    tolerance : float
+        Additivity tolerance, passed to the audit.
+
+    Returns
+    -------
+    SuppressionResult
+    """
+    start = time.perf_counter()
+    if method not in METHODS:
+        raise InputError(f"unknown method {method!r}; one of {', '.join(METHODS)}",
+                         field="method")
+    if not time_limit > 0:
+        raise InputError("time_limit must be > 0 seconds", field="time_limit")
+    # The audit at the end gets a share of the time of its own.
+    deadline = start + 0.8 * time_limit
+    p = _prepare(relations, values, sensitive, upper_protection, lower_protection, cost,
+                 forbidden, forced, lower_bounds, upper_bounds, deadline)
+    att = _Attacker(p)
+    y, status, message, iters = _fast(p, att)
+    lower_bound = np.nan
+    if y is not None and method == "exact":
+        y, status, message, lower_bound, iters = _exact(p, att, y, relations, unions)
+    elif y is not None:
+        y = _remove_superfluous(p, att, y)
+    if y is not None:
+        y, why = _fix_unions(p, relations, y, unions)
+        if y is None:
+            status, message = "no_safe_pattern", why
+    return _finish(p, relations, y, status, message, lower_bound, iters, unions, method,
+                   start, time_limit, tolerance)
+
+
+def _finish(p, relations, y, status, message, lower_bound, iters, unions, method, start,
+            time_limit, tolerance) -> SuppressionResult:
+    n = len(p.values)
+    if y is None:
+        none = np.zeros(n, bool)
+        return SuppressionResult(none, none, method, "no_safe_pattern", 0.0, lower_bound, None,
+                                 message, time.perf_counter() - start, iters)
+    remaining = max(time_limit - (time.perf_counter() - start), 0.1 * time_limit)
+    audit = audit_pattern(relations, p.values, y, p.sensitive, p.upl, p.lpl, p.lower_bounds,
+                          p.upper_bounds, unions=unions, time_limit=remaining,
+                          tolerance=tolerance)
+    if not audit.safe:
+        status = "no_safe_pattern"
+        message = "the pattern found did not pass the audit: " + "; ".join(audit.reasons)
+    return SuppressionResult(y, y & ~p.sensitive, method, status, float(p.cost @ y),
+                             lower_bound, audit, message, time.perf_counter() - start, iters)
+
+
+def _fast(p: _Problem, att: _Attacker):
+    """Protect one requirement at a time by a cheapest complementary set (module doc)."""
+    n = len(p.values)
+    y = p.forced.copy()
+    a_t = p.a.tocsc()
+    n_rows = p.a.shape[0]
+    # Variables: up_j (0..U_j), down_j (0..D_j); rows A (up - down) = 0, plus the target.
+    model = highspy.Highs()
+    model.setOptionValue("output_flag", False)
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = 2 * n, n_rows
+    lp.col_cost_ = np.zeros(2 * n)
+    lp.col_lower_ = np.zeros(2 * n)
+    upper_cols = np.concatenate([np.where(p.allowed, p.room_up, 0.0),
+                                 np.where(p.allowed, p.room_down, 0.0)])
+    lp.col_upper_ = upper_cols
+    lp.row_lower_ = np.zeros(n_rows)
+    lp.row_upper_ = np.zeros(n_rows)
+    both = sp.hstack([a_t, -a_t], format="csc")
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = both.indptr.astype(np.int32)
+    lp.a_matrix_.index_ = both.indices.astype(np.int32)
+    lp.a_matrix_.value_ = both.data.astype(float)
+    model.passModel(lp)
+    model.setOptionValue("solver", "simplex")
+    iters = 0
+    for i, sense, level in _levels(p):
+        att.set_pattern(y)
+        reached, _, outcome = att.reach(i, sense)
+        if outcome == "time_limit":
+            return None, "no_safe_pattern", "time limit reached before every sensitive cell " \
+                "was protected", iters
+        if outcome == "optimal" and reached >= level - _REACH_RTOL * max(1.0, level):
+            continue    # already protected by earlier suppressions
+        remaining = p.deadline - time.perf_counter()
+        if remaining <= 0:
+            return None, "no_safe_pattern", "time limit reached before every sensitive " \
+                "cell was protected", iters
+        unit = np.where(y, 0.0, p.cost + 1e-9) / level
+        model.changeColsCost(2 * n, np.arange(2 * n, dtype=np.int32),
+                             np.concatenate([unit, unit]))
+        # The attacked cell moves by at least its level in the attacked direction.
+        col, opposite = (i, n + i) if sense > 0 else (n + i, i)
+        model.changeColBounds(col, level, max(level, upper_cols[col]))
+        model.changeColBounds(opposite, 0.0, 0.0)   # else up and down cancel out
+        model.setOptionValue("time_limit", float(remaining))
+        model.run()
+        iters += 1
+        status = model.getModelStatus()
+        model.changeColBounds(col, 0.0, upper_cols[col])
+        model.changeColBounds(opposite, 0.0, upper_cols[opposite])
+        if status == _MS.kInfeasible:
+            return None, "no_safe_pattern", (
+                f"cell {i} cannot be protected {'upwards' if sense > 0 else 'downwards'} by "
+                f"{level:g} with the cells allowed as complements (forbidden, zero cells)"), iters
+        if status != _MS.kOptimal:
+            return None, "no_safe_pattern", "protection LP ended with status " \
+                f"{model.modelStatusToString(status)!r}", iters
+        z = np.asarray(model.getSolution().col_value)
+        used = (z[:n] + z[n:]) > _SUPPORT_RTOL * level
+        y |= used
+    return y, "feasible", "every sensitive cell protected", iters
+
+
+def _remove_superfluous(p: _Problem, att: _Attacker, y: np.ndarray) -> np.ndarray:
+    """Drop secondary suppressions, most expensive first, while all stay protected."""
+    candidates = np.flatnonzero(y & ~p.forced)
+    for j in candidates[np.argsort(-p.cost[candidates], kind="stable")].tolist():
+        if time.perf_counter() > p.deadline:
+            break
+        trial = y.copy()
+        trial[j] = False
+        missing, outcome = _unprotected(att, p, trial)
+        if outcome == "optimal" and not missing:
+            y = trial
+    return y
+
+
+def _exact(p: _Problem, att: _Attacker, incumbent: np.ndarray, relations, unions):
+    """Fischetti-Salazar branch-and-cut by iterated MIP solves with capacity cuts."""
+    n = len(p.values)
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = n, 0
+    lp.col_cost_ = p.cost.copy()
+    lp.col_lower_ = np.where(p.forced, 1.0, 0.0)
+    lp.col_upper_ = np.where(p.allowed, 1.0, 0.0)
+    lp.integrality_ = [highspy.HighsVarType.kInteger] * n
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = np.zeros(n + 1, dtype=np.int32)
+    h.passModel(lp)
+    best = incumbent.copy()
+    best_cost = float(p.cost @ best)
+    lower = 0.0
+    iters = 0
+    # A cell alone among suppressed cells in one of its relations is disclosed exactly.
+    a = p.a.tocsr()
+    for i in np.flatnonzero(p.sensitive).tolist():
+        for r in a[:, [i]].nonzero()[0].tolist():
+            others = a.indices[a.indptr[r]:a.indptr[r + 1]]
+            others = others[others != i]
+            h.addRow(1.0, highspy.kHighsInf, len(others), others.astype(np.int32),
+                     np.ones(len(others)))
+    while True:
+        remaining = p.deadline - time.perf_counter()
+        if remaining <= 0:
+            return best, "time_limit", "time limit reached; best safe pattern returned", \
+                lower, iters
+        h.setOptionValue("time_limit", float(remaining))
+        h.setOptionValue("mip_rel_gap", 1e-9)
+        h.run()
+        iters += 1
+        status = h.getModelStatus()
+        info = h.getInfo()
+        if status == _MS.kInfeasible:
+            return None, "no_safe_pattern", "no pattern protects every cell within the " \
+                "allowed complements", lower, iters
+        if status not in (_MS.kOptimal, _MS.kTimeLimit):
+            return best, "time_limit", f"MIP ended with {h.modelStatusToString(status)}", \
+                lower, iters
+        lower = max(lower, float(info.mip_dual_bound))
+        if status == _MS.kTimeLimit or info.primal_solution_status == 0:
+            return best, "time_limit", "time limit reached in the MIP; best safe pattern " \
+                "returned", lower, iters
+        y = np.asarray(h.getSolution().col_value) > 0.5
+        missing, outcome = _unprotected(att, p, y)
+        if outcome != "optimal":
+            return best, "time_limit", "time limit reached checking a pattern", lower, iters
+        if missing:
+            for i, sense, level, prices in missing:
+                coef = att.cut(i, sense, prices, y.astype(float))
+                nz = np.flatnonzero(coef > 1e-12)
+                h.addRow(level, highspy.kHighsInf, len(nz), nz.astype(np.int32), coef[nz])
+            continue
+        union_cuts = _union_no_goods(p, relations, y, unions)
+        if union_cuts is None:
+            cost = float(p.cost @ y)
+            if cost <= best_cost + 1e-9:
+                best, best_cost = y, cost
+            return best, "optimal", "proven optimal", min(lower, best_cost), iters
+        for idx, coef, rhs in union_cuts:
+            h.addRow(rhs, highspy.kHighsInf, len(idx), idx.astype(np.int32), coef)
+
+
+def _sensitive_unions(p: _Problem, relations, y: np.ndarray, unions):
+    if unions is None:
+        return None
+    check = unions.check(relations, p.values, y, p.sensitive)
+    bad = np.flatnonzero(check.sensitive)
+    return (check, bad) if bad.size else None
+
+
+def _union_no_goods(p: _Problem, relations, y, unions):
+    """For each sensitive union in relation k: suppress another cell of k, or drop a
+    non-forced member (the exact set of suppressed cells of k is excluded)."""
+    found = _sensitive_unions(p, relations, y, unions)
+    if found is None:
+        return None
+    check, bad = found
+    a = p.a.tocsr()
+    cuts = []
+    for k in bad.tolist():
+        r = int(check.relation[k])
+        cells = a.indices[a.indptr[r]:a.indptr[r + 1]]
+        members = cells[y[cells]]
+        outside = cells[~y[cells]]
+        free_members = members[~p.forced[members]]
+        # sum_{outside} y + sum_{free members} (1 - y) >= 1
+        idx = np.concatenate([outside, free_members])
+        coef = np.concatenate([np.ones(len(outside)), -np.ones(len(free_members))])
+        cuts.append((idx, coef, 1.0 - len(free_members)))
+    return cuts
+
+
+def _fix_unions(p: _Problem, relations, y: np.ndarray, unions, max_rounds: int = 50):
+    """Add the cheapest allowed cell to each relation publishing a sensitive union."""
+    a = p.a.tocsr()
+    for _ in range(max_rounds):
+        found = _sensitive_unions(p, relations, y, unions)
+        if found is None:
+            return y, ""
+        check, bad = found
+        for k in bad.tolist():
+            r = int(check.relation[k])
+            cells = a.indices[a.indptr[r]:a.indptr[r + 1]]
+            options = cells[~y[cells] & p.allowed[cells]]
+            if not options.size:
+                return None, (f"a union of suppressed cells in relation {r} is sensitive "
+                              "and no allowed cell is left in it to suppress")
+            y = y.copy()
+            y[options[np.argmin(p.cost[options])]] = True
+    return None, "the implicitly published unions could not be made safe"

@@ -1,0 +1,150 @@
+"""Secondary suppression: seed tables, exact vs fast, constraints, and the property that every
+returned pattern passes the audit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from service.sdc import magnitudes, primary
+from service.sdc.audit import audit_pattern
+from service.sdc.rules import MinimumFrequency, PPercent
+from service.sdc.suppress import cell_costs, suppress
+from service.sdc.table import Hierarchy, Table
+from service.sdc.unions import UnionSource
+
+
+def seed_table(rows):
+    """A 3x3 table of seed 002 (rows A-C, columns I-III) with margins filled."""
+    t = Table([Hierarchy.flat("r", ["A", "B", "C"], "Total"),
+               Hierarchy.flat("c", ["I", "II", "III"], "Total")])
+    x = np.zeros(t.n_cells)
+    for r, row in zip("ABC", rows):
+        for c, v in zip(["I", "II", "III"], row):
+            x[t.cell_index((r, c))] = v
+    return t, t.fill_margins(x)
+
+
+TABLE_3 = [[100, 200, 150], [250, 150, 300], [600, 450, 500]]
+TABLE_6 = [[160, 380, 340], [40, 80, 60], [610, 800, 270]]
+
+
+@pytest.mark.parametrize("method", ["fast", "exact"])
+def test_seed_002_table_6(method):
+    """A,I (x1 = 155, x2 = 4, p = 20) needs upper protection 30 (seed 002 Example 2)."""
+    t, x = seed_table(TABLE_6)
+    sens = np.zeros(t.n_cells, bool)
+    sens[t.cell_index(("A", "I"))] = True
+    r = suppress(t, x, sens, np.where(sens, 30.0, 0), np.where(sens, 30.0, 0),
+                 cost=cell_costs("value", x), method=method)
+    assert r.status in ("feasible", "optimal") and r.safe
+    # Cheapest: A,III + B,I + B,III (340 + 40 + 60), cheaper than the seed's Table 7 (500).
+    assert sorted(t.key(j) for j in np.flatnonzero(r.secondary)) == [
+        ("A", "III"), ("B", "I"), ("B", "III")]
+    assert r.objective == 600
+
+
+@pytest.mark.parametrize("method", ["fast", "exact"])
+def test_seed_002_table_3_singletons_need_more_than_intervals(method):
+    """A,I and A,III are singletons (seed 002 Example 3): their row may not publish their
+    sum, so the pattern must put a third suppression in row A."""
+    t, x = seed_table(TABLE_3)
+    ruleset = primary.RuleSet((PPercent(20.0),))
+    a1, a3 = t.cell_index(("A", "I")), t.cell_index(("A", "III"))
+    c = magnitudes.Contributions(np.array([a1, a3]), np.array([100.0, 150.0]))
+    m = magnitudes.from_contributions(t.n_cells, c.cell, c.value, depth=ruleset.depth)
+    known = np.isin(np.arange(t.n_cells), [a1, a3])
+    verdict = primary.assess(m, ruleset)
+    sens = verdict.sensitive & known
+    level = 0.5 * x * sens
+    r = suppress(t, x, sens, level, level, cost=cell_costs("value", x), method=method,
+                 unions=UnionSource(m, ruleset, known=known, contributions=c))
+    assert r.safe, r.message
+    row_a = [t.cell_index(("A", k)) for k in ("I", "II", "III")]
+    assert r.suppressed[row_a].all()
+
+
+def test_forbidden_and_forced_cells():
+    t, x = seed_table(TABLE_6)
+    sens = np.zeros(t.n_cells, bool)
+    sens[t.cell_index(("A", "I"))] = True
+    forbid = np.zeros(t.n_cells, bool)
+    forbid[t.cell_index(("B", "I"))] = True
+    force = np.zeros(t.n_cells, bool)
+    force[t.cell_index(("C", "III"))] = True
+    r = suppress(t, x, sens, 30.0 * sens, 30.0 * sens, cost=cell_costs("value", x),
+                 forbidden=forbid, forced=force, method="exact")
+    assert r.safe and not r.suppressed[forbid].any() and r.suppressed[force].all()
+    # Forbid every other cell of row A and column I: nothing can protect A,I.
+    for k in [("A", "II"), ("A", "III"), ("C", "I"), ("A", "Total"), ("Total", "I")]:
+        forbid[t.cell_index(k)] = True
+    none = suppress(t, x, sens, 30.0 * sens, 30.0 * sens, cost=cell_costs("value", x),
+                    forbidden=forbid, method="fast")
+    assert none.status == "no_safe_pattern" and not none.suppressed.any()
+    assert "cannot be protected" in none.message
+
+
+def test_zero_cells_are_not_complements():
+    t, x = seed_table([[100, 0, 150], [250, 150, 300], [600, 450, 500]])
+    sens = np.zeros(t.n_cells, bool)
+    sens[t.cell_index(("A", "I"))] = True
+    r = suppress(t, x, sens, 10.0 * sens, 10.0 * sens, cost=cell_costs("unity", x))
+    assert r.safe and not r.suppressed[t.cell_index(("A", "II"))]
+
+
+def test_cost_kinds():
+    x = np.array([0.0, 10.0, 100.0])
+    assert cell_costs("value", x).tolist() == [0, 10, 100]
+    assert cell_costs("unity", x).tolist() == [1, 1, 1]
+    assert cell_costs("log", x) == pytest.approx(np.log1p(x))
+    assert cell_costs("contributors", x, counts=[0, 3, 5]).tolist() == [0, 3, 5]
+    assert cell_costs("weights", x, weights=[1, 2, 3]).tolist() == [1, 2, 3]
+
+
+def random_instance(draw, three_d: bool):
+    """A random table with a hierarchy in the first dimension and p%/frequency sensitivity."""
+    dims = [Hierarchy.from_children("r", {"T": ["g1", "g2"], "g1": ["a", "b"],
+                                          "g2": ["c", "d", "e"]}),
+            Hierarchy.flat("c", ["x", "y", "z"], "T")]
+    if three_d:
+        dims.append(Hierarchy.flat("k", ["u", "v"], "T"))
+    t = Table(dims)
+    leaves = np.flatnonzero(t.is_leaf)
+    n_contrib = draw(st.lists(st.integers(0, 4), min_size=len(leaves), max_size=len(leaves)))
+    amounts = draw(st.lists(st.integers(1, 100), min_size=sum(n_contrib),
+                            max_size=sum(n_contrib)))
+    cell = np.repeat(leaves, n_contrib)
+    value = np.array(amounts, float)
+    leaf_x = np.zeros(t.n_cells)
+    np.add.at(leaf_x, cell, value)
+    x = t.fill_margins(leaf_x)
+    ruleset = primary.RuleSet((PPercent(20.0), MinimumFrequency(3)))
+    m = magnitudes.from_contributions(t.n_cells, cell, value, depth=ruleset.depth)
+    known = t.is_leaf.copy()
+    verdict = primary.assess(m, ruleset)
+    sens = verdict.sensitive & known & (x > 0)
+    unions = UnionSource(m, ruleset, known=known,
+                         contributions=magnitudes.Contributions(cell, value))
+    return t, x, sens, verdict.upper_protection * sens, verdict.lower_protection * sens, unions
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.data(), st.booleans())
+def test_every_returned_pattern_passes_the_audit(data, three_d):
+    t, x, sens, up, lo, unions = random_instance(data.draw, three_d)
+    results = {}
+    for method in ("fast", "exact"):
+        r = suppress(t, x, sens, up, lo, cost=cell_costs("value", x), method=method,
+                     unions=unions, time_limit=30)
+        results[method] = r
+        if r.status == "no_safe_pattern":
+            assert not r.suppressed.any()
+            continue
+        assert r.suppressed[sens].all()
+        independent = audit_pattern(t, x, r.suppressed, sens, up, lo, unions=unions)
+        assert independent.verdict == "safe", independent.reasons
+    fast, exact = results["fast"], results["exact"]
+    if fast.status != "no_safe_pattern" and exact.status == "optimal":
+        assert exact.objective <= fast.objective + 1e-6
