@@ -165,3 +165,80 @@ class AuditReply(BaseModel):
     cells: list[AuditedCell] = Field(description="suppressed cells and sensitive cells")
     unions: list[AuditedUnion] | None = None
     solver: SolverReport | None = None
+
+
+CostKind = Literal["value", "unity", "contributors", "log", "weights"]
+
+
+class SuppressCell(TableCell):
+    cost: float | None = Field(None, ge=0, description="this cell's cost under cost 'weights'")
+    constraint: Literal["forbid", "force"] | None = Field(
+        None, description="'forbid': never suppress (a key figure); 'force': always suppress")
+
+
+class SuppressRequest(BaseModel):
+    """The whole pipeline: cells with contributions (or summaries), structure and rules in;
+    every cell's status, protection, the audit and the information loss out."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
+        "structure": {"dimensions": [
+            {"name": "size", "leaves": ["A", "B", "C"]},
+            {"name": "activity", "leaves": ["I", "II", "III"]}]},
+        "cells": [
+            {"key": ["A", "I"], "contributions": [{"value": 155}, {"value": 4}, {"value": 1}]},
+            {"key": ["A", "II"], "value": 380}, {"key": ["A", "III"], "value": 340},
+            {"key": ["B", "I"], "value": 40}, {"key": ["B", "II"], "value": 80},
+            {"key": ["B", "III"], "value": 60}, {"key": ["C", "I"], "value": 610},
+            {"key": ["C", "II"], "value": 800}, {"key": ["C", "III"], "value": 270}],
+        "rules": {"rules": [{"type": "p_percent", "p": 20}]},
+        "method": "exact", "cost": "value",
+    }]})
+    structure: Structure
+    cells: list[SuppressCell] = Field(min_length=1)
+    rules: RuleSet | None = None
+    profile: str | None = Field(None, max_length=100, description="name of a configured rule profile")
+    method: Literal["fast", "exact"] = Field(
+        "fast", description="'exact': Fischetti-Salazar mixed-integer model with cuts (small "
+        "and medium tables); 'fast': one cell at a time by LP, then superfluous removal")
+    cost: CostKind = Field("value", description="information loss per suppressed cell")
+    time_limit: float | None = Field(
+        None, gt=0, description="seconds for the whole call; capped by the service")
+
+    @model_validator(mode="after")
+    def _rules_or_profile(self) -> SuppressRequest:
+        if self.rules is not None and self.profile is not None:
+            raise ValueError("give at most one of 'rules' and 'profile'")
+        return self
+
+
+class CellStatus(BaseModel):
+    key: CellKey
+    status: Literal["primary", "secondary", "published"]
+
+
+class Loss(BaseModel):
+    cells: int = Field(description="suppressed cells, primary included")
+    secondary: int
+    value: float = Field(description="total value of the suppressed cells")
+    value_share: float = Field(description="suppressed value / total value of all cells")
+    cost: float = Field(description="the objective: cost of all suppressed cells")
+
+
+class SuppressSolver(BaseModel):
+    method: Literal["fast", "exact"]
+    status: Literal["optimal", "feasible", "time_limit", "no_safe_pattern"]
+    message: str
+    lower_bound: float | None = Field(None, description="proven lower bound on the cost (exact)")
+    gap: float | None = Field(None, description="relative gap to the lower bound (exact)")
+    seconds: float
+    iterations: int
+    time_limit: float
+
+
+class SuppressReply(BaseModel):
+    safe: bool = Field(description="a pattern was found and passed the audit; false: no "
+                       "pattern is returned and 'solver.message' says why")
+    cells: list[CellStatus] = Field(description="every cell of the table")
+    loss: Loss | None = None
+    solver: SuppressSolver
+    audit: AuditReply | None = None

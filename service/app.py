@@ -7,7 +7,7 @@ import gc
 
 from fastapi import FastAPI
 
-from .api import audit, conversions, errors, health, sensitivity
+from .api import audit, conversions, errors, health, sensitivity, suppress
 from .config import Settings
 from .metrics import Metrics
 from .middleware import BodyLimitMiddleware, MetricsMiddleware
@@ -46,6 +46,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(sensitivity.router)
     app.include_router(conversions.router)
     app.include_router(audit.router)
+    app.include_router(suppress.router)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     return app

@@ -100,6 +100,9 @@ def table_inputs(structure: Structure, cells: list[TableCell], spec: wire.RuleSe
     values = _values(space, cells, where, m, known)
     lower = _bounds(cells, where, n, "lower_bound", 0.0)
     upper = _bounds(cells, where, n, "upper_bound", np.inf)
+    if ruleset is not None and ruleset.negative.mode == "shift":
+        values = _shifted(space, values, m, known, ruleset.negative.shift, request_of_cell)
+        lower = np.zeros(n)
     negative = np.flatnonzero((values < 0) & np.isfinite(lower) & (lower >= 0))
     if negative.size:
         cell = int(request_of_cell[negative[0]])
@@ -197,6 +200,19 @@ def _values(space, cells, where, m, known) -> np.ndarray:
     if not given.all():
         x = np.where(given, x, _filled(space, x))
     return x
+
+
+def _shifted(space, x, m, known, shift: float, request_of_cell) -> np.ndarray:
+    """The table of ``y = x + M`` per contributor (seed 004 section 2.2): leaf cells
+    ``Y = X + N M``, margins their sums. Audit and suppression run on it with lower bound
+    0, as the seed proposes, so that intervals and protection levels are on one scale."""
+    missing = np.flatnonzero(space.is_leaf & ~known)
+    if missing.size:
+        cell = int(request_of_cell[missing[0]])
+        raise InputError("the shift for negative values needs contributions or a summary "
+                         "on every leaf cell (its number of contributors)", field="cells",
+                         cell=cell if cell >= 0 else None)
+    return _filled(space, np.where(space.is_leaf, x + m.count * shift, np.nan))
 
 
 def _filled(space, x: np.ndarray) -> np.ndarray:

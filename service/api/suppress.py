@@ -1,0 +1,95 @@
+"""POST /v1/suppress: sensitivity, protection levels, secondary suppression and its audit."""
+
+from __future__ import annotations
+
+import numpy as np
+from fastapi import APIRouter, Request
+
+from schemas.errors import ErrorReply
+from schemas.tables import SuppressReply, SuppressRequest
+from service.sdc.errors import InputError
+from service.sdc.suppress import SuppressionResult, cell_costs, suppress
+
+from . import tables
+from .audit import audit_reply
+from .deps import check_cell_count, resolve_rules, solver_seconds
+from .responses import JSONBytes
+from .work import compute
+
+router = APIRouter(prefix="/v1", tags=["suppression"])
+
+
+@router.post("/suppress", response_model=SuppressReply,
+             responses={413: {"model": ErrorReply}, 422: {"model": ErrorReply}})
+async def suppress_route(body: SuppressRequest, request: Request):
+    """The whole pipeline in one call.
+
+    Primary sensitivity by the rule set or profile (cells may also carry protection levels),
+    then secondary suppression by the chosen method and cost (see
+    :mod:`service.sdc.suppress`), then the audit of the pattern (intervals and implicitly
+    published unions). A pattern is returned only if it passed the audit; otherwise
+    ``safe`` is false and ``solver.message`` says why. Under ``negative_values.mode =
+    "shift"`` the table is protected in the transformed values (seed 004 section 2.2).
+    """
+    settings = request.app.state.settings
+    check_cell_count(len(body.cells), settings)
+    request.state.cell_keys = [c.key for c in body.cells]
+    spec, disclose = (resolve_rules(body.rules, body.profile, settings)
+                      if body.rules is not None or body.profile is not None else (None, True))
+    time_limit = solver_seconds(body.time_limit, settings)
+    reply = await compute(_suppress, body, spec, disclose, time_limit, size=len(body.cells))
+    return JSONBytes(reply)
+
+
+def _suppress(body: SuppressRequest, spec, disclose: bool, time_limit: float) -> dict:
+    inputs = tables.table_inputs(body.structure, body.cells, spec,
+                                 labels_with_parameters=body.rules is not None)
+    tables.check_additivity(inputs, body.structure.tolerance)
+    n = inputs.space.n_cells
+    forbidden, forced = np.zeros(n, bool), np.zeros(n, bool)
+    weights = np.zeros(n)
+    for i, c in enumerate(body.cells):
+        j = inputs.cell_of_request[i]
+        forbidden[j] = c.constraint == "forbid"
+        forced[j] = c.constraint == "force"
+        weights[j] = c.cost if c.cost is not None else 0.0
+    if body.cost == "weights":
+        unweighted = [i for i, c in enumerate(body.cells) if c.cost is None]
+        if unweighted:
+            raise InputError("cost 'weights' needs a cost on every cell", field="cost",
+                             cell=unweighted[0])
+    conflict = np.flatnonzero(forbidden & inputs.sensitive)
+    if conflict.size:
+        raise InputError("a sensitive cell cannot be forbidden to suppress",
+                         field="constraint", cell=int(inputs.request_of_cell[conflict[0]]))
+    cost = cell_costs(body.cost, inputs.values, inputs.n_contributors, weights)
+    result = suppress(inputs.space, inputs.values, inputs.sensitive, inputs.upper_protection,
+                      inputs.lower_protection, cost=cost, forbidden=forbidden, forced=forced,
+                      lower_bounds=inputs.lower_bounds, upper_bounds=inputs.upper_bounds,
+                      unions=inputs.unions, method=body.method, time_limit=time_limit,
+                      tolerance=body.structure.tolerance)
+    return _reply(inputs, result, time_limit, disclose)
+
+
+def _reply(inputs: tables.TableInputs, r: SuppressionResult, time_limit: float,
+           disclose: bool) -> dict:
+    safe = r.safe and r.status != "no_safe_pattern"
+    status = np.where(inputs.sensitive, "primary",
+                      np.where(r.secondary if safe else False, "secondary", "published"))
+    cells = [{"key": list(k), "status": s}
+             for k, s in zip(inputs.space.keys.tolist(), status.tolist())]
+    solver = {"method": r.method, "status": r.status, "message": r.message,
+              "lower_bound": None if np.isnan(r.lower_bound) else r.lower_bound,
+              "gap": None if np.isnan(r.gap) else r.gap, "seconds": round(r.seconds, 6),
+              "iterations": r.iterations, "time_limit": time_limit}
+    if not safe:
+        return {"safe": False, "cells": cells, "loss": None, "solver": solver, "audit": None}
+    total = float(np.abs(inputs.values).sum())
+    value = float(np.abs(inputs.values[r.suppressed]).sum())
+    return {
+        "safe": True, "cells": cells, "solver": solver,
+        "loss": {"cells": int(r.suppressed.sum()), "secondary": int(r.secondary.sum()),
+                 "value": value, "value_share": value / total if total else 0.0,
+                 "cost": r.objective},
+        "audit": audit_reply(inputs, r.suppressed, r.audit, time_limit, disclose=disclose),
+    }

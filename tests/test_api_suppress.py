@@ -1,0 +1,93 @@
+"""POST /v1/suppress: the pipeline end to end, constraints, no-safe-pattern replies, errors."""
+
+from __future__ import annotations
+
+import pytest
+
+TABLE_6 = {("A", "I"): 160, ("A", "II"): 380, ("A", "III"): 340, ("B", "I"): 40,
+           ("B", "II"): 80, ("B", "III"): 60, ("C", "I"): 610, ("C", "II"): 800,
+           ("C", "III"): 270}
+
+
+def body(**extra):
+    cells = [{"key": list(k), "value": v} for k, v in TABLE_6.items()]
+    cells[0] = {"key": ["A", "I"], "contributions": [{"value": 155}, {"value": 4}, {"value": 1}]}
+    out = {"structure": {"dimensions": [{"name": "size", "leaves": ["A", "B", "C"]},
+                                        {"name": "act", "leaves": ["I", "II", "III"]}]},
+           "cells": cells, "rules": {"rules": [{"type": "p_percent", "p": 20}]}}
+    out.update(extra)
+    return out
+
+
+def statuses(reply):
+    return {tuple(c["key"]): c["status"] for c in reply["cells"]}
+
+
+@pytest.mark.parametrize("method", ["fast", "exact"])
+def test_table_6_pipeline(client, method):
+    r = client.post("/v1/suppress", json=body(method=method))
+    assert r.status_code == 200, r.text
+    reply = r.json()
+    assert reply["safe"] and reply["audit"]["verdict"] == "safe"
+    s = statuses(reply)
+    assert s[("A", "I")] == "primary"
+    assert sorted(k for k, v in s.items() if v == "secondary") == [
+        ("A", "III"), ("B", "I"), ("B", "III")]
+    assert reply["loss"] == {"cells": 4, "secondary": 3, "value": 600.0,
+                             "value_share": pytest.approx(600 / 10960), "cost": 600.0}
+    assert len(reply["cells"]) == 16
+    if method == "exact":
+        assert reply["solver"]["status"] == "optimal" and reply["solver"]["gap"] == 0
+
+
+def test_unity_cost_and_forbidden_key_figure(client):
+    b = body(cost="unity", method="exact")
+    b["cells"][7]["constraint"] = "forbid"   # C,II
+    b["cells"][3]["constraint"] = "forbid"   # B,I
+    reply = client.post("/v1/suppress", json=b).json()
+    s = statuses(reply)
+    assert reply["safe"] and s[("C", "II")] == "published" and s[("B", "I")] == "published"
+    assert reply["loss"]["cells"] == 4    # a 2x2 rectangle is the least count
+
+
+def test_no_safe_pattern_is_not_a_success(client):
+    b = body()
+    for i in (1, 2, 3, 6):                  # A,II A,III B,I C,I: every partner of A,I
+        b["cells"][i]["constraint"] = "forbid"
+    b["cells"] += [{"key": ["A", "Total"], "constraint": "forbid"},   # margins, computed
+                   {"key": ["Total", "I"], "constraint": "forbid"}]
+    reply = client.post("/v1/suppress", json=b).json()
+    assert reply["safe"] is False and reply["audit"] is None and reply["loss"] is None
+    assert reply["solver"]["status"] == "no_safe_pattern"
+    assert "cannot be protected" in reply["solver"]["message"]
+    assert "secondary" not in statuses(reply).values()
+
+
+@pytest.mark.parametrize("change, field, cell", [
+    (lambda b: b.update(cost="weights"), "cost", 0),
+    (lambda b: b["cells"][0].update(constraint="forbid"), "constraint", 0),
+    (lambda b: b.update(method="best"), "method", None),
+])
+def test_bad_input(client, change, field, cell):
+    b = body()
+    change(b)
+    r = client.post("/v1/suppress", json=b)
+    assert r.status_code == 422, r.text
+    detail = r.json()["detail"][0]
+    assert detail["field"] == field and detail["cell"] == cell
+
+
+def test_negative_values_by_the_shift(client):
+    """Seed 004 section 2.2: protect the table of y = x + M (M = 50 per contributor)."""
+    b = body()
+    b["cells"][0] = {"key": ["A", "I"], "contributions": [
+        {"value": 155}, {"value": 4}, {"value": -40}]}   # A,I = 119
+    for cell in b["cells"][1:]:
+        cell["contributions"] = [{"value": cell.pop("value") / 4}] * 4
+    b["rules"]["negative_values"] = {"mode": "shift", "shift": 50}
+    reply = client.post("/v1/suppress", json=b).json()
+    assert reply["safe"], reply["solver"]
+    assert statuses(reply)[("A", "I")] == "primary"
+    # Intervals are on the transformed scale: A,I is 119 + 3 * 50 = 269 there.
+    cell = next(c for c in reply["audit"]["cells"] if c["key"] == ["A", "I"])
+    assert cell["interval"][0] < 269 < cell["interval"][1]
