@@ -38,9 +38,13 @@ class CellVerdict(BaseModel):
     key: CellKey
     status: Literal["safe", "unsafe", "empty"]
     sensitive: bool
-    fired: list[str] = Field(description="rules (or policies) that made the cell sensitive")
-    total: float = Field(description="cell value X as published")
-    count: float = Field(description="contributors N (holdings; sum of weights if weighted)")
+    fired: list[str] | None = Field(
+        None, description="rules (or policies) that made the cell sensitive; omitted for "
+        "the filter role, which receives decisions only")
+    total: float | None = Field(None, description="cell value X as published; omitted for "
+                                "the filter role")
+    count: float | None = Field(None, description="contributors N (holdings; sum of weights "
+                                "if weighted); omitted for the filter role")
     measures: dict[str, float | None] | None = Field(
         None, description="each rule's linear sensitivity measure S (seed 003 B.1), by rule "
         "label; null where the rule does not apply (empty cell, every contributor waived); "

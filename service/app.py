@@ -7,8 +7,10 @@ import gc
 
 from fastapi import FastAPI
 
-from .api import audit, conversions, errors, health, sensitivity, suppress
+from .api import access, audit, conversions, errors, health, sensitivity, suppress
+from .api.work import Pool
 from .config import Settings
+from .keys import KeyStore
 from .metrics import Metrics
 from .middleware import BodyLimitMiddleware, MetricsMiddleware
 
@@ -26,6 +28,7 @@ def _tune_gc() -> None:
 async def _lifespan(app: FastAPI):
     _tune_gc()
     yield
+    app.state.pool.shutdown()
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -47,6 +50,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(conversions.router)
     app.include_router(audit.router)
     app.include_router(suppress.router)
+    access.install(app, KeyStore(settings.api_keys_file) if settings.api_keys_file else None)
+    app.state.pool = Pool(settings.worker_threads, settings.queue_depth, metrics)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
-    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    app.add_middleware(access.AuthMiddleware, store=app.state.keys)
+    app.add_middleware(MetricsMiddleware, metrics=metrics, pool=app.state.pool)
     return app

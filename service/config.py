@@ -13,12 +13,19 @@ SDC_PROFILES              (none)                 path of a JSON file of named ru
 SDC_MAX_BODY_BYTES        33554432 (32 MiB)      larger request bodies get 413
 SDC_MAX_CELLS             1000000                more cells in one request get 413
 SDC_MAX_SOLVER_SECONDS    60                     solver time per request (callers may ask less)
-SDC_LOG_LEVEL             info                   uvicorn log level
+SDC_LOG_LEVEL             info                   log level (JSON lines on stdout)
+SDC_API_KEYS_FILE         (none)                 JSON file of hashed API keys (service.keys);
+                                                 without it every caller is an analyst and
+                                                 the service refuses a non-loopback host
+SDC_WORKER_THREADS        2                      threads of the compute pool (large tables)
+SDC_QUEUE_DEPTH           4                      tasks waiting for a thread before 503
+SDC_SHUTDOWN_SECONDS      75                     graceful shutdown: in-flight requests finish
 ========================  =====================  ==============================================
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +33,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from schemas.profiles import Profile, ProfileFile
+from service.keys import KeyFileError, load_key_file
 
 
 class ConfigError(RuntimeError):
@@ -42,6 +50,10 @@ class Settings:
     max_cells: int = 1_000_000
     max_solver_seconds: float = 60.0
     log_level: str = "info"
+    api_keys_file: Path | None = None
+    worker_threads: int = 2
+    queue_depth: int = 4
+    shutdown_seconds: float = 75.0
     profiles: dict[str, Profile] = field(default_factory=dict)
 
     @classmethod
@@ -60,10 +72,48 @@ class Settings:
                     float(env.get("SDC_MAX_SOLVER_SECONDS", cls.max_solver_seconds)),
                     "SDC_MAX_SOLVER_SECONDS"),
                 log_level=env.get("SDC_LOG_LEVEL", cls.log_level),
+                api_keys_file=_key_file(env.get("SDC_API_KEYS_FILE"), env.get("SDC_HOST")),
+                worker_threads=_at_least(int(env.get("SDC_WORKER_THREADS", cls.worker_threads)),
+                                         1, "SDC_WORKER_THREADS"),
+                queue_depth=_at_least(int(env.get("SDC_QUEUE_DEPTH", cls.queue_depth)),
+                                      0, "SDC_QUEUE_DEPTH"),
+                shutdown_seconds=_positive(
+                    float(env.get("SDC_SHUTDOWN_SECONDS", cls.shutdown_seconds)),
+                    "SDC_SHUTDOWN_SECONDS"),
                 profiles=load_profiles(path) if path else {},
             )
         except ValueError as exc:
             raise ConfigError(f"bad setting: {exc}") from exc
+
+
+def _at_least(value: int, low: int, name: str) -> int:
+    if value < low:
+        raise ConfigError(f"{name} must be at least {low}")
+    return value
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _key_file(path: str | None, host: str | None) -> Path | None:
+    """The API key file, checked now so that a bad one stops the start; without one the
+    service is open to anyone who can reach it, so only loopback is allowed."""
+    if not path:
+        if host is not None and not is_loopback(host):
+            raise ConfigError(f"SDC_HOST={host} is not a loopback address and no API keys are "
+                              "configured: set SDC_API_KEYS_FILE (see python -m service.keys)")
+        return None
+    try:
+        load_key_file(Path(path))
+    except KeyFileError as exc:
+        raise ConfigError(f"SDC_API_KEYS_FILE: {exc}") from None
+    return Path(path)
 
 
 def _positive(value: float, name: str) -> float:

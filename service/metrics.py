@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 LATENCY_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60)
+SOLVER_BUCKETS = (0.001, 0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
+#: How a solve ended, as the ``status`` label of ``sdc_solver_outcomes_total``.
+SOLVER_STATUSES = ("optimal", "time_limit", "infeasible", "error")
+#: Refused requests by HTTP status, as the ``reason`` label of ``sdc_rejected_requests_total``.
+REJECTION_REASONS = {401: "unauthorized", 403: "forbidden", 413: "too_large",
+                     422: "invalid", 503: "overloaded"}
 
 
 @dataclass(frozen=True)
@@ -16,6 +22,13 @@ class Metrics:
     latency: Histogram
     cells_evaluated: Counter
     sensitive_cells: Counter
+    in_flight: Gauge
+    rejected: Counter
+    pool_admitted: Gauge
+    pool_capacity: Gauge
+    pool_threads: Gauge
+    solver_seconds: Histogram
+    solver_outcomes: Counter
 
     @classmethod
     def create(cls) -> Metrics:
@@ -30,4 +43,29 @@ class Metrics:
                                     registry=registry),
             sensitive_cells=Counter("sdc_sensitive_cells", "Cells found sensitive",
                                     registry=registry),
+            in_flight=Gauge("sdc_http_requests_in_flight", "HTTP requests being served",
+                            registry=registry),
+            rejected=Counter("sdc_rejected_requests", "Requests refused, by reason "
+                             "(unauthorized, forbidden, too_large, invalid, overloaded)",
+                             ["reason"], registry=registry),
+            pool_admitted=Gauge("sdc_pool_tasks", "Tasks running or queued in the compute pool",
+                                registry=registry),
+            pool_capacity=Gauge("sdc_pool_capacity", "Tasks the compute pool admits (threads "
+                                "+ queue); sdc_pool_tasks / sdc_pool_capacity is saturation",
+                                registry=registry),
+            pool_threads=Gauge("sdc_pool_threads", "Worker threads of the compute pool",
+                               registry=registry),
+            solver_seconds=Histogram("sdc_solver_seconds", "Wall time of solver runs by method",
+                                     ["method"], buckets=SOLVER_BUCKETS, registry=registry),
+            solver_outcomes=Counter("sdc_solver_outcomes", "Solver runs by method and how they "
+                                    "ended (optimal, time_limit, infeasible, error)",
+                                    ["method", "status"], registry=registry),
         )
+
+    def observe_solve(self, method: str, status: str, seconds: float) -> None:
+        """Record one solver run (audit intervals, suppression, ...). ``status`` outside
+        :data:`SOLVER_STATUSES` is counted as ``error`` to keep the label set bounded."""
+        if status not in SOLVER_STATUSES:
+            status = "error"
+        self.solver_seconds.labels(method).observe(seconds)
+        self.solver_outcomes.labels(method, status).inc()

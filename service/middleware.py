@@ -1,4 +1,4 @@
-"""ASGI middleware: request metrics and the body-size limit.
+"""ASGI middleware: request id, access log, metrics, and the body-size limit.
 
 Written as plain ASGI (not BaseHTTPMiddleware) because they sit on the path of every
 request of the online filter, where a few hundred microseconds matter.
@@ -6,41 +6,90 @@ request of the online filter, where a few hundred microseconds matter.
 
 from __future__ import annotations
 
+import os
+import re
 import time
 
 import orjson
 from starlette.exceptions import HTTPException
 
-from .metrics import Metrics
+from . import logs
+from .api import work
+from .api.errors import _REASONS
+from .metrics import REJECTION_REASONS, Metrics
+
+_SANE_REQUEST_ID = re.compile(rb"[A-Za-z0-9._:-]{1,128}")
+
+
+def _request_id(headers) -> str:
+    """The caller's X-Request-ID when it is a plain token (it goes into logs and a
+    header), else a new random one."""
+    for name, value in headers:
+        if name == b"x-request-id":
+            if _SANE_REQUEST_ID.fullmatch(value):
+                return value.decode()
+            break
+    return os.urandom(12).hex()
 
 
 class MetricsMiddleware:
-    """Counts requests by route template (not raw path: bounded label cardinality)."""
+    """Per request: an id (echoed as ``X-Request-ID``), metrics by route template (bounded
+    label cardinality), one access log line, and the app's compute pool for
+    :func:`service.api.work.compute`."""
 
-    def __init__(self, app, metrics: Metrics):
+    def __init__(self, app, metrics: Metrics, pool: work.Pool | None = None):
         self.app = app
         self.metrics = metrics
+        self.pool = pool
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         start = time.perf_counter()
+        rid = _request_id(scope["headers"])
+        rid_token = logs.request_id.set(rid)
+        pool_token = work.current_pool.set(self.pool)
         status = 500
+        sizes = [0, 0]   # request bytes, reply bytes
+        header = (b"x-request-id", rid.encode())
+
+        async def counting_receive():
+            message = await receive()
+            if message["type"] == "http.request":
+                sizes[0] += len(message.get("body", b""))
+            return message
 
         async def send_with_status(message):
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
+                message = {**message, "headers": [*message.get("headers", ()), header]}
+            elif message["type"] == "http.response.body":
+                sizes[1] += len(message.get("body", b""))
             await send(message)
 
+        self.metrics.in_flight.inc()
         try:
-            await self.app(scope, receive, send_with_status)
+            await self.app(scope, counting_receive, send_with_status)
         finally:
+            self.metrics.in_flight.dec()
+            elapsed = time.perf_counter() - start
             route = scope.get("route")
             label = getattr(route, "path", "unmatched")
             self.metrics.requests.labels(label, scope["method"], str(status)).inc()
-            self.metrics.latency.labels(label).observe(time.perf_counter() - start)
+            self.metrics.latency.labels(label).observe(elapsed)
+            reason = REJECTION_REASONS.get(status)
+            if reason is not None:
+                self.metrics.rejected.labels(reason).inc()
+            caller = scope.get("state", {}).get("caller")
+            logs.ACCESS.log(40 if status >= 500 else 20, "request", extra={
+                "request_id": rid, "method": scope["method"], "route": label, "status": status,
+                "duration_ms": round(elapsed * 1000, 3), "request_bytes": sizes[0],
+                "reply_bytes": sizes[1], "key_id": getattr(caller, "key_id", None),
+                "role": getattr(caller, "role", None)})
+            work.current_pool.reset(pool_token)
+            logs.request_id.reset(rid_token)
 
 
 class BodyLimitMiddleware:
@@ -57,7 +106,7 @@ class BodyLimitMiddleware:
         for name, value in scope["headers"]:
             if name == b"content-length":
                 if not value.isdigit() or int(value) > self.max_bytes:
-                    await _too_large(send, self.max_bytes)
+                    await send_error(send, 413, self._message)
                     return
         received = 0
         responded = False
@@ -70,7 +119,7 @@ class BodyLimitMiddleware:
                 if received > self.max_bytes:
                     # An HTTPException passes FastAPI's body reader untouched and reaches
                     # the app's error handler, which answers 413 in the usual error shape.
-                    raise BodyTooLarge(self.max_bytes)
+                    raise BodyTooLarge(self._message)
             return message
 
         async def guarded_send(message):
@@ -82,19 +131,24 @@ class BodyLimitMiddleware:
             await self.app(scope, limited_receive, guarded_send)
         except BodyTooLarge:
             if not responded:
-                await _too_large(send, self.max_bytes)
+                await send_error(send, 413, self._message)
+
+    @property
+    def _message(self) -> str:
+        return f"request body exceeds the limit of {self.max_bytes} bytes"
 
 
 class BodyTooLarge(HTTPException):
-    def __init__(self, max_bytes: int):
-        super().__init__(413, f"request body exceeds the limit of {max_bytes} bytes")
+    def __init__(self, message: str):
+        super().__init__(413, message)
 
 
-async def _too_large(send, max_bytes: int) -> None:
-    body = orjson.dumps({"error": "payload_too_large", "detail": [
-        {"field": None, "cell": None, "key": None,
-         "message": f"request body exceeds the limit of {max_bytes} bytes"}]})
-    await send({"type": "http.response.start", "status": 413,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode())]})
+async def send_error(send, status: int, message: str, headers: dict | None = None) -> None:
+    """An error reply in the service's usual shape, sent from ASGI middleware (before the
+    app's error handlers)."""
+    body = orjson.dumps({"error": _REASONS.get(status, "error"), "detail": [
+        {"field": None, "cell": None, "key": None, "message": message}]})
+    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    raw += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
     await send({"type": "http.response.body", "body": body})

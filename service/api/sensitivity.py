@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from .responses import JSONBytes
 
 from schemas.errors import ErrorReply
@@ -11,6 +11,7 @@ from schemas.sensitivity import SensitivityReply, SensitivityRequest
 from service.sdc import primary
 
 from . import convert
+from .access import Caller, current_caller
 from .deps import check_cell_count, resolve_rules
 from .work import compute
 
@@ -19,24 +20,29 @@ router = APIRouter(prefix="/v1", tags=["sensitivity"])
 
 @router.post("/sensitivity", response_model=SensitivityReply,
              responses={413: {"model": ErrorReply}, 422: {"model": ErrorReply}})
-async def sensitivity(body: SensitivityRequest, request: Request):
+async def sensitivity(body: SensitivityRequest, request: Request,
+                      caller: Caller = Depends(current_caller)):
     """Which cells are sensitive, by which rules, and the protection each needs.
 
     Every rule's linear sensitivity measure S (seed 003 B.1) is evaluated on every cell;
     a cell is sensitive when any rule fires. Protection levels follow seed 000's table
     "Upper protection levels", from the rule that demands the most.
+
+    The filter role receives the decision per cell only (key, status, sensitive).
     """
     settings, metrics = request.app.state.settings, request.app.state.metrics
     check_cell_count(len(body.cells), settings)
     request.state.cell_keys = [c.key for c in body.cells]
     spec, disclose = resolve_rules(body.rules, body.profile, settings)
-    reply, n_sensitive = await compute(_assess, body, spec, disclose, size=len(body.cells))
+    reply, n_sensitive = await compute(_assess, body, spec, disclose, caller.sees_diagnostics,
+                                       size=len(body.cells))
     metrics.cells_evaluated.inc(len(body.cells))
     metrics.sensitive_cells.inc(n_sensitive)
     return JSONBytes(reply)
 
 
-def _assess(body: SensitivityRequest, spec, disclose: bool) -> tuple[dict, int]:
+def _assess(body: SensitivityRequest, spec, disclose: bool,
+            diagnostics: bool) -> tuple[dict, int]:
     convert.check_unique_keys([c.key for c in body.cells])
     ruleset = convert.ruleset_from_wire(spec)
     m = convert.magnitudes_from_cells(body.cells, spec, ruleset)
@@ -44,11 +50,18 @@ def _assess(body: SensitivityRequest, spec, disclose: bool) -> tuple[dict, int]:
     labels = convert.rule_labels(spec.rules, with_parameters=body.rules is not None)
     n_sensitive = int(result.sensitive.sum())
     return {
-        "cells": _verdicts(body, m, result, labels, spec, disclose),
+        "cells": (_verdicts(body, m, result, labels, spec, disclose) if diagnostics else
+                  _decisions(body, result)),
         "summary": {"cells": m.n_cells, "sensitive": n_sensitive,
                     "empty": int((result.status == primary.STATUS_EMPTY).sum())},
         "profile": body.profile,
     }, n_sensitive
+
+
+def _decisions(body, result) -> list[dict]:
+    """The filter role's reply: publish or not, nothing from which rules could be inferred."""
+    return [{"key": k, "status": st, "sensitive": se} for k, st, se in zip(
+        [c.key for c in body.cells], result.status.tolist(), result.sensitive.tolist())]
 
 
 def _verdicts(body, m, result, labels, spec, disclose) -> list[dict]:

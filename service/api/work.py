@@ -1,23 +1,94 @@
-"""Where CPU-bound request work runs.
+"""Where CPU-bound request work runs: inline for small tables, else a bounded pool.
 
 Small tables (the online filter's case) are computed on the event loop: a thread hop
-costs more than the work. Larger ones go to a worker thread so that health checks and
-metrics stay responsive.
+costs more than the work. Larger ones go to a fixed set of worker threads with a short
+queue in front (``SDC_WORKER_THREADS``, ``SDC_QUEUE_DEPTH``). When both are full the
+request is refused at once with 503 and ``Retry-After`` rather than queued without bound:
+a caller can retry elsewhere, and health checks and metrics, which never enter the pool,
+stay responsive while solvers run.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, TypeVar
 
-from anyio import to_thread
+from starlette.exceptions import HTTPException
 
 T = TypeVar("T")
 
 #: Tables up to this many cells are computed inline on the event loop (well under 1 ms).
 INLINE_CELLS = 2_000
+#: Seconds a refused caller is told to wait.
+RETRY_AFTER_SECONDS = 1
+
+
+class PoolFull(HTTPException):
+    def __init__(self) -> None:
+        super().__init__(503, "the service is at capacity; retry after the Retry-After seconds",
+                         headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
+
+
+class Pool:
+    """A thread pool that admits at most ``threads + queue_depth`` tasks."""
+
+    def __init__(self, threads: int, queue_depth: int, metrics=None):
+        self.threads, self.capacity = threads, threads + queue_depth
+        self._executor = ThreadPoolExecutor(threads, thread_name_prefix="sdc-compute")
+        self._lock = threading.Lock()
+        self.admitted = 0
+        self.metrics = metrics
+        if metrics is not None:
+            metrics.pool_capacity.set(self.capacity)
+            metrics.pool_threads.set(threads)
+
+    def _release(self, _future) -> None:
+        # On the future's completion, not the awaiting task's: a cancelled request (client
+        # gone) keeps its slot until the thread really stops working on it.
+        with self._lock:
+            self.admitted -= 1
+            if self.metrics is not None:
+                self.metrics.pool_admitted.set(self.admitted)
+
+    async def run(self, fn: Callable[..., T], *args) -> T:
+        with self._lock:
+            if self.admitted >= self.capacity:
+                raise PoolFull()
+            self.admitted += 1
+            if self.metrics is not None:
+                self.metrics.pool_admitted.set(self.admitted)
+        try:
+            future = self._executor.submit(contextvars.copy_context().run, fn, *args)
+        except RuntimeError:   # shut down
+            self._release(None)
+            raise PoolFull() from None
+        future.add_done_callback(self._release)
+        return await asyncio.wrap_future(future)
+
+    def shutdown(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+#: The pool of the app serving the current request (set by the request middleware).
+current_pool: contextvars.ContextVar[Pool | None] = contextvars.ContextVar("sdc_pool", default=None)
+_fallback: Pool | None = None
+
+
+def _pool() -> Pool:
+    global _fallback
+    pool = current_pool.get()
+    if pool is None:   # called outside a request (scripts, unit tests)
+        if _fallback is None:
+            _fallback = Pool(2, 2)
+        pool = _fallback
+    return pool
 
 
 async def compute(fn: Callable[..., T], *args, size: int) -> T:
+    """``fn(*args)``: inline when ``size`` (cells) is small, else in the bounded pool."""
     if size <= INLINE_CELLS:
         return fn(*args)
-    return await to_thread.run_sync(fn, *args)
+    return await _pool().run(fn, *args)
