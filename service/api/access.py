@@ -20,7 +20,6 @@ from typing import Literal
 
 import anyio
 from fastapi import Depends, FastAPI, Request
-from fastapi.openapi.utils import get_openapi
 from starlette.exceptions import HTTPException
 
 from schemas.errors import ErrorReply
@@ -131,16 +130,16 @@ def install(app: FastAPI, store: KeyStore | None) -> None:
     OpenAPI. (``create_app`` adds :class:`AuthMiddleware` where it belongs in the stack.)"""
     app.state.keys = store
 
+    generate = app.openapi
+
     def openapi() -> dict:
         if app.openapi_schema is None:
-            schema = get_openapi(title=app.title, version=app.version, routes=app.routes,
-                                 description=app.description)
+            schema = generate()
             components = schema.setdefault("components", {})
-            components.setdefault("schemas", {}).setdefault(
-                "ErrorReply", ErrorReply.model_json_schema(ref_template="#/components/schemas/{model}"))
-            components.setdefault("schemas", {}).update(
-                ErrorReply.model_json_schema(ref_template="#/components/schemas/{model}")
-                .pop("$defs", {}))
+            schemas = components.setdefault("schemas", {})
+            error = ErrorReply.model_json_schema(ref_template="#/components/schemas/{model}")
+            schemas.update(error.pop("$defs", {}))
+            schemas.setdefault("ErrorReply", error)
             components["securitySchemes"] = {
                 "ApiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"},
                 "Bearer": {"type": "http", "scheme": "bearer"}}

@@ -1,0 +1,200 @@
+"""API keys and roles: 401 without a valid key, 403 for the wrong role, decisions only for
+the filter role, keys rotated without a restart, and the start refused when unsafe."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from fastapi.routing import APIRoute, iter_route_contexts
+
+from service import keys
+from service.api.access import current_caller
+from service.app import create_app
+from service.config import ConfigError, Settings
+
+BODY = {"cells": [{"key": ["Mining", "North"], "contributions": [
+    {"value": 50000, "holding": "A"}, {"value": 49000, "holding": "B"}, {"value": 1000}]},
+    {"key": ["Mining", "South"], "summary": {"total": 110000, "count": 3,
+                                             "largest": [52000, 50000]}}],
+    "rules": {"rules": [{"type": "p_percent", "p": 10}, {"type": "dominance", "n": 1, "k": 90}]}}
+FILTER_KEY = "portal.filter-secret-0123456789"
+ANALYST_KEY = "methods.analyst-secret-9876543210"
+
+
+def write_keys(path, *entries):
+    path.write_text(json.dumps({"keys": [
+        {"id": key.partition(".")[0], "role": role, "hash": keys.hash_key(key, method=method)}
+        for key, role, method in entries]}))
+    return path
+
+
+@pytest.fixture
+def key_file(tmp_path):
+    # One scrypt and one salted SHA-256 entry: both formats verify.
+    return write_keys(tmp_path / "keys.json", (FILTER_KEY, "filter", "scrypt"),
+                      (ANALYST_KEY, "analyst", "sha256"))
+
+
+@pytest.fixture
+def secured(make_client, key_file):
+    return make_client(api_keys_file=key_file)
+
+
+def test_without_a_key_401_with_challenge(secured):
+    r = secured.post("/v1/sensitivity", json=BODY)
+    assert r.status_code == 401
+    assert r.headers["www-authenticate"].startswith("Bearer")
+    assert r.json()["error"] == "unauthorized"
+    assert "API key" in r.json()["detail"][0]["message"]
+
+
+@pytest.mark.parametrize("headers", [
+    {"X-API-Key": "portal.wrong-secret"},            # known id, wrong secret
+    {"X-API-Key": "nobody.filter-secret-0123456789"},  # unknown id
+    {"X-API-Key": "portal"},                         # no secret at all
+    {"Authorization": "Basic " + FILTER_KEY},        # not a bearer token
+    {"Authorization": "Bearer " + FILTER_KEY + "x"},
+])
+def test_wrong_keys_401(secured, headers):
+    assert secured.post("/v1/sensitivity", json=BODY, headers=headers).status_code == 401
+
+
+def test_401_comes_before_the_body_is_read(secured):
+    r = secured.post("/v1/sensitivity", content=b"{not json", headers={"content-type": "application/json"})
+    assert r.status_code == 401
+
+
+def test_filter_role_gets_decisions_only(secured):
+    r = secured.post("/v1/sensitivity", json=BODY, headers={"X-API-Key": FILTER_KEY})
+    assert r.status_code == 200
+    assert r.json()["cells"] == [
+        {"key": ["Mining", "North"], "status": "unsafe", "sensitive": True},
+        {"key": ["Mining", "South"], "status": "safe", "sensitive": False}]
+    # No rule labels, parameters, measures, protection levels, totals or counts anywhere.
+    for word in ("p_percent", "dominance", "measures", "protection", "total", "count", "fired",
+                 "100000", "4000"):
+        assert word not in r.text.replace('"cells":2', "")
+
+
+def test_analyst_role_gets_diagnostics(secured):
+    r = secured.post("/v1/sensitivity", json=BODY, headers={"Authorization": f"Bearer {ANALYST_KEY}"})
+    assert r.status_code == 200
+    first = r.json()["cells"][0]
+    assert first["fired"] == ["p_percent(p=10,c=1)"]
+    assert first["measures"]["p_percent(p=10,c=1)"] == 40000.0
+    assert first["upper_protection"] == 4000.0
+
+
+def test_conversions_are_for_analysts(secured):
+    body = {"rule": {"type": "dominance", "n": 2, "k": 80}}
+    assert secured.post("/v1/conversions", json=body,
+                        headers={"X-API-Key": FILTER_KEY}).status_code == 403
+    r = secured.post("/v1/conversions", json=body, headers={"X-API-Key": ANALYST_KEY})
+    assert r.status_code == 200
+    assert r.json()["equivalents"][0]["rule"] == {"type": "p_percent", "p": 25.0, "c": 1}
+
+
+def test_operations_endpoints_stay_open(secured):
+    assert secured.get("/healthz").json() == {"status": "ok"}
+    assert secured.get("/readyz").status_code == 200
+    assert b"sdc_http_requests_total" in secured.get("/metrics").content
+
+
+def test_every_v1_route_requires_a_key(secured):
+    """Guard for routes added later: each /v1 route answers 401 without a key and knows
+    its caller (``Depends(current_caller)``, directly or through another dependency)."""
+    routes = [r for r in iter_route_contexts(secured.app.routes)
+              if isinstance(r.original_route, APIRoute) and r.path.startswith("/v1")]
+    assert {"/v1/sensitivity", "/v1/conversions"} <= {r.path for r in routes}
+    for route in routes:
+        for method in route.methods:
+            r = secured.request(method, route.path, json={})
+            assert r.status_code == 401, (method, route.path)
+            r = secured.request(method, route.path, json={}, headers={"X-API-Key": ANALYST_KEY})
+            assert r.status_code not in (401, 403), (method, route.path)
+
+        def calls(dependant):
+            yield dependant.call
+            for sub in dependant.dependencies:
+                yield from calls(sub)
+
+        assert current_caller in set(calls(route.dependant)), route.path
+
+
+def test_every_v1_operation_documents_keys(secured):
+    spec = secured.get("/openapi.json").json()
+    assert spec["components"]["securitySchemes"]["ApiKey"]["name"] == "X-API-Key"
+    for path, item in spec["paths"].items():
+        for op in item.values():
+            if path.startswith("/v1/"):
+                assert {"401", "403", "503"} <= set(op["responses"]), path
+                assert op["security"] == [{"ApiKey": []}, {"Bearer": []}]
+            else:
+                assert "security" not in op
+
+
+def test_without_keys_everyone_is_analyst(client):
+    r = client.post("/v1/sensitivity", json=BODY)
+    assert r.status_code == 200 and "measures" in r.json()["cells"][0]
+
+
+def test_keys_rotate_without_restart(secured, key_file, monkeypatch):
+    monkeypatch.setattr(keys, "RELOAD_INTERVAL", 0.0)
+    new_key = "portal2.rotated-secret-abcdef"
+    assert secured.post("/v1/sensitivity", json=BODY, headers={"X-API-Key": FILTER_KEY}).status_code == 200
+    time.sleep(0.01)
+    write_keys(key_file, (new_key, "filter", "sha256"), (ANALYST_KEY, "analyst", "sha256"))
+    # The verified old key is forgotten with the file it came from.
+    assert secured.post("/v1/sensitivity", json=BODY, headers={"X-API-Key": FILTER_KEY}).status_code == 401
+    assert secured.post("/v1/sensitivity", json=BODY, headers={"X-API-Key": new_key}).status_code == 200
+
+
+def test_a_broken_key_file_keeps_the_previous_keys(secured, key_file, monkeypatch, caplog):
+    monkeypatch.setattr(keys, "RELOAD_INTERVAL", 0.0)
+    time.sleep(0.01)
+    key_file.write_text('{"keys": [{"id": "x", "role": "admin", "hash": "sha256$00$11"}]}')
+    r = secured.post("/v1/sensitivity", json=BODY, headers={"X-API-Key": ANALYST_KEY})
+    assert r.status_code == 200
+    assert "previous keys stay in force" in caplog.text and "keys.0.role" in caplog.text
+
+
+def test_non_loopback_host_needs_keys(key_file):
+    with pytest.raises(ConfigError, match="SDC_API_KEYS_FILE"):
+        Settings.from_env({"SDC_HOST": "0.0.0.0"})
+    assert Settings.from_env({"SDC_HOST": "::1"}).api_keys_file is None
+    assert Settings.from_env({"SDC_HOST": "localhost"}).api_keys_file is None
+    settings = Settings.from_env({"SDC_HOST": "0.0.0.0", "SDC_API_KEYS_FILE": str(key_file)})
+    assert settings.api_keys_file == key_file
+
+
+def test_bad_key_file_stops_the_start_without_quoting_hashes(tmp_path):
+    secret_hash = "sha256$abcd$" + "f" * 63
+    path = tmp_path / "k.json"
+    path.write_text(json.dumps({"keys": [{"id": "a", "role": "analyst", "hash": secret_hash}]}))
+    with pytest.raises(ConfigError, match=r"keys\.0\.hash") as exc:
+        Settings.from_env({"SDC_API_KEYS_FILE": str(path)})
+    assert secret_hash not in str(exc.value)
+    path.write_text(json.dumps({"keys": [{"id": "a b", "role": "analyst", "hash": "x"}]}))
+    with pytest.raises(ConfigError, match=r"keys\.0\.id"):
+        Settings.from_env({"SDC_API_KEYS_FILE": str(path)})
+    with pytest.raises(ConfigError, match="cannot read"):
+        Settings.from_env({"SDC_API_KEYS_FILE": str(tmp_path / "missing.json")})
+
+
+def test_key_helper_makes_entries_that_verify(capsys):
+    keys._main(["new", "--id", "ops", "--role", "filter", "--method", "sha256"])
+    out = capsys.readouterr()
+    key = out.err.split(": ", 1)[1].strip()
+    entry = json.loads(out.out)
+    assert key.startswith("ops.") and entry["id"] == "ops" and entry["role"] == "filter"
+    assert key not in out.out
+    assert keys.verify(key, entry["hash"]) and not keys.verify(key + "x", entry["hash"])
+
+
+def test_create_app_refuses_a_bad_key_file(tmp_path):
+    path = tmp_path / "k.json"
+    path.write_text("[]")
+    with pytest.raises(keys.KeyFileError):
+        create_app(Settings(api_keys_file=path))
