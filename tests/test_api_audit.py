@@ -232,3 +232,17 @@ def test_random_patterns_match_brute_force(client, data):
     for j, (lo, hi) in zip(np.flatnonzero(suppressed), brute_force(t.relations, x, suppressed)):
         want = [lo, None if np.isinf(hi) else hi]
         assert got[t.key(j)] == pytest.approx(want, abs=1e-6)
+
+
+from .test_access import key_file  # noqa: E402,F401  (the fixture)
+
+
+def test_filter_role_gets_the_verdict_only(make_client, key_file):
+    from .test_access import FILTER_KEY
+    secured = make_client(api_keys_file=key_file)
+    b = golden_body(TABLE_7, **{"A,I": {"protection": {"upper": 30, "lower": 0}}})
+    r = secured.post("/v1/audit", json=b, headers={"X-API-Key": FILTER_KEY})
+    assert r.status_code == 200 and r.json()["verdict"] == "safe"
+    assert by_key(r.json())["A,I"] == {"key": ["A", "I"], "suppressed": True,
+                                       "sensitive": True, "protected": True}
+    assert "interval" not in r.text and "protection" not in r.text

@@ -91,3 +91,19 @@ def test_negative_values_by_the_shift(client):
     # Intervals are on the transformed scale: A,I is 119 + 3 * 50 = 269 there.
     cell = next(c for c in reply["audit"]["cells"] if c["key"] == ["A", "I"])
     assert cell["interval"][0] < 269 < cell["interval"][1]
+
+
+from .test_access import key_file  # noqa: E402,F401  (the fixture)
+
+
+def test_filter_role_gets_statuses_only(make_client, key_file):
+    from .test_access import ANALYST_KEY, FILTER_KEY
+    secured = make_client(api_keys_file=key_file)
+    as_filter = secured.post("/v1/suppress", json=body(), headers={"X-API-Key": FILTER_KEY})
+    as_analyst = secured.post("/v1/suppress", json=body(), headers={"X-API-Key": ANALYST_KEY})
+    assert as_filter.status_code == as_analyst.status_code == 200
+    assert statuses(as_filter.json()) == statuses(as_analyst.json())
+    assert as_filter.json()["audit"] is None and as_analyst.json()["audit"]["verdict"] == "safe"
+    for word in ("interval", "protection", "p_percent"):
+        assert word not in as_filter.text
+    assert secured.post("/v1/suppress", json=body()).status_code == 401

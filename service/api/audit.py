@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import numpy as np
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 
 from schemas.errors import ErrorReply
 from schemas.tables import AuditReply, AuditRequest
 from service.sdc.audit import PatternAudit, audit_pattern
 
 from . import tables
+from .access import Caller, current_caller
 from .deps import check_cell_count, resolve_rules, solver_seconds
 from .responses import JSONBytes
 from .work import compute
@@ -19,7 +20,8 @@ router = APIRouter(prefix="/v1", tags=["audit"])
 
 @router.post("/audit", response_model=AuditReply,
              responses={413: {"model": ErrorReply}, 422: {"model": ErrorReply}})
-async def audit(body: AuditRequest, request: Request):
+async def audit(body: AuditRequest, request: Request,
+                caller: Caller = Depends(current_caller)):
     """Audit a suppression pattern of a structured table.
 
     For every suppressed cell its feasibility interval under the published cells and the
@@ -30,7 +32,8 @@ async def audit(body: AuditRequest, request: Request):
     (seed 002 sections 3-5, seed 003 B.2.a.i). Cells become sensitive by the rule set (or
     profile) applied to their contributions or summaries, or by protection levels sent
     with them. The verdict is never ``safe`` for a cell whose interval was not certified
-    within the time limit.
+    within the time limit. The filter role receives the verdict and, per cell, whether it
+    is protected; intervals, protection levels and unions go to analysts only.
     """
     settings = request.app.state.settings
     check_cell_count(len(body.cells), settings)
@@ -38,11 +41,12 @@ async def audit(body: AuditRequest, request: Request):
     spec, disclose = (resolve_rules(body.rules, body.profile, settings)
                       if body.rules is not None or body.profile is not None else (None, True))
     time_limit = solver_seconds(body.time_limit, settings)
-    reply = await compute(_audit, body, spec, disclose, time_limit, size=len(body.cells))
-    return JSONBytes(reply)
+    reply, solve = await compute(_audit, body, spec, disclose, time_limit, size=len(body.cells))
+    request.app.state.metrics.observe_solve("audit", *solve)
+    return JSONBytes(reply if caller.sees_diagnostics else decisions_only(reply))
 
 
-def _audit(body: AuditRequest, spec, disclose: bool, time_limit: float) -> dict:
+def _audit(body: AuditRequest, spec, disclose: bool, time_limit: float):
     inputs = tables.table_inputs(body.structure, body.cells, spec,
                                  labels_with_parameters=body.rules is not None)
     tables.check_additivity(inputs, body.structure.tolerance)
@@ -52,7 +56,16 @@ def _audit(body: AuditRequest, spec, disclose: bool, time_limit: float) -> dict:
                            inputs.upper_protection, inputs.lower_protection,
                            inputs.lower_bounds, inputs.upper_bounds, unions=inputs.unions,
                            time_limit=time_limit, tolerance=body.structure.tolerance)
-    return audit_reply(inputs, suppressed, result, time_limit, disclose=disclose)
+    return (audit_reply(inputs, suppressed, result, time_limit, disclose=disclose),
+            (result.intervals.status, result.intervals.seconds))
+
+
+def decisions_only(reply: dict) -> dict:
+    """An audit reply for the filter role: the verdict and which cells are protected."""
+    return {"verdict": reply["verdict"], "reasons": reply["reasons"],
+            "unions_checked": reply["unions_checked"], "unions": None, "solver": None,
+            "cells": [{k: c[k] for k in ("key", "suppressed", "sensitive", "protected")}
+                      for c in reply["cells"]]}
 
 
 def _bound(v: float) -> float | None:

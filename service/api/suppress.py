@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 
 from schemas.errors import ErrorReply
 from schemas.tables import SuppressReply, SuppressRequest
@@ -11,6 +11,7 @@ from service.sdc.errors import InputError
 from service.sdc.suppress import SuppressionResult, cell_costs, suppress
 
 from . import tables
+from .access import Caller, current_caller
 from .audit import audit_reply
 from .deps import check_cell_count, resolve_rules, solver_seconds
 from .responses import JSONBytes
@@ -21,7 +22,8 @@ router = APIRouter(prefix="/v1", tags=["suppression"])
 
 @router.post("/suppress", response_model=SuppressReply,
              responses={413: {"model": ErrorReply}, 422: {"model": ErrorReply}})
-async def suppress_route(body: SuppressRequest, request: Request):
+async def suppress_route(body: SuppressRequest, request: Request,
+                         caller: Caller = Depends(current_caller)):
     """The whole pipeline in one call.
 
     Primary sensitivity by the rule set or profile (cells may also carry protection levels),
@@ -30,6 +32,8 @@ async def suppress_route(body: SuppressRequest, request: Request):
     published unions). A pattern is returned only if it passed the audit; otherwise
     ``safe`` is false and ``solver.message`` says why. Under ``negative_values.mode =
     "shift"`` the table is protected in the transformed values (seed 004 section 2.2).
+    The filter role receives the cells' statuses and the loss; the audit and the solver's
+    message (which can name protection levels) go to analysts only.
     """
     settings = request.app.state.settings
     check_cell_count(len(body.cells), settings)
@@ -38,7 +42,19 @@ async def suppress_route(body: SuppressRequest, request: Request):
                       if body.rules is not None or body.profile is not None else (None, True))
     time_limit = solver_seconds(body.time_limit, settings)
     reply = await compute(_suppress, body, spec, disclose, time_limit, size=len(body.cells))
+    solver = reply["solver"]
+    request.app.state.metrics.observe_solve(f"suppress_{solver['method']}",
+                                            _OUTCOME[solver["status"]], solver["seconds"])
+    if not caller.sees_diagnostics:
+        reply["audit"] = None
+        solver["message"] = "a safe pattern was found" if reply["safe"] else \
+            "no safe pattern exists within the constraints"
     return JSONBytes(reply)
+
+
+#: Suppression statuses as solver outcomes of the metrics.
+_OUTCOME = {"optimal": "optimal", "feasible": "optimal", "time_limit": "time_limit",
+            "no_safe_pattern": "infeasible"}
 
 
 def _suppress(body: SuppressRequest, spec, disclose: bool, time_limit: float) -> dict:
