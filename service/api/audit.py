@@ -11,7 +11,6 @@ from service.sdc.audit import PatternAudit, audit_pattern
 
 from . import tables
 from .access import Caller, current_caller
-from .deps import check_cell_count, resolve_rules, solver_seconds
 from .responses import JSONBytes
 from .work import compute
 
@@ -35,12 +34,7 @@ async def audit(body: AuditRequest, request: Request,
     within the time limit. The filter role receives the verdict and, per cell, whether it
     is protected; intervals, protection levels and unions go to analysts only.
     """
-    settings = request.app.state.settings
-    check_cell_count(len(body.cells), settings)
-    request.state.cell_keys = [c.key for c in body.cells]
-    spec, disclose = (resolve_rules(body.rules, body.profile, settings)
-                      if body.rules is not None or body.profile is not None else (None, True))
-    time_limit = solver_seconds(body.time_limit, settings)
+    spec, disclose, time_limit = tables.admit(body, request)
     reply, solve = await compute(_audit, body, spec, disclose, time_limit, size=len(body.cells))
     request.app.state.metrics.observe_solve("audit", *solve)
     return JSONBytes(reply if caller.sees_diagnostics else decisions_only(reply))

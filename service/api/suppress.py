@@ -13,7 +13,6 @@ from service.sdc.suppress import SuppressionResult, cell_costs, suppress
 from . import tables
 from .access import Caller, current_caller
 from .audit import audit_reply
-from .deps import check_cell_count, resolve_rules, solver_seconds
 from .responses import JSONBytes
 from .work import compute
 
@@ -35,12 +34,7 @@ async def suppress_route(body: SuppressRequest, request: Request,
     The filter role receives the cells' statuses and the loss; the audit and the solver's
     message (which can name protection levels) go to analysts only.
     """
-    settings = request.app.state.settings
-    check_cell_count(len(body.cells), settings)
-    request.state.cell_keys = [c.key for c in body.cells]
-    spec, disclose = (resolve_rules(body.rules, body.profile, settings)
-                      if body.rules is not None or body.profile is not None else (None, True))
-    time_limit = solver_seconds(body.time_limit, settings)
+    spec, disclose, time_limit = tables.admit(body, request)
     reply = await compute(_suppress, body, spec, disclose, time_limit, size=len(body.cells))
     solver = reply["solver"]
     request.app.state.metrics.observe_solve(f"suppress_{solver['method']}",

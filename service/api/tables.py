@@ -19,6 +19,19 @@ from service.sdc.table import Hierarchy, LinkedTables, StructureError, Table
 from service.sdc.unions import UnionSource
 
 from . import convert
+from .deps import check_cell_count, resolve_rules, solver_seconds
+
+
+def admit(body, request) -> tuple[wire.RuleSet | None, bool, float]:
+    """What a table request starts with: the cell limit, the keys for error messages, the
+    rule set (none when cells carry protection levels only) with whether its measures may
+    be disclosed, and the solver time."""
+    settings = request.app.state.settings
+    check_cell_count(len(body.cells), settings)
+    request.state.cell_keys = [c.key for c in body.cells]
+    spec, disclose = (resolve_rules(body.rules, body.profile, settings)
+                      if body.rules is not None or body.profile is not None else (None, True))
+    return spec, disclose, solver_seconds(body.time_limit, settings)
 
 
 def space_from_wire(structure: Structure) -> Table | LinkedTables:
