@@ -241,6 +241,11 @@ class _Attacker:
             return np.nan, None, "time_limit"
         return np.nan, None, self.h.modelStatusToString(status)
 
+    def support(self) -> np.ndarray:
+        """Cells the last optimal attack moves: only their removal can stop it."""
+        z = np.asarray(self.h.getSolution().col_value)
+        return np.flatnonzero(np.abs(z) > 1e-9 * max(1.0, np.abs(z).max(initial=0.0)))
+
     def cut(self, i: int, sense: float, prices: np.ndarray, y: np.ndarray) -> np.ndarray:
         """Coefficients of the capacity cut for cell ``i``: of the two sign conventions of
         the row prices, the one whose bound is tightest at ``y`` (both are valid)."""
@@ -361,10 +366,10 @@ def suppress(relations, values, sensitive, upper_protection, lower_protection, *
     att = _Attacker(p)
     y, status, message, iters = _fast(p, att)
     lower_bound = np.nan
+    if y is not None:
+        y = _remove_superfluous(p, att, y)
     if y is not None and method == "exact":
         y, status, message, lower_bound, iters = _exact(p, att, y, relations, unions)
-    elif y is not None:
-        y = _remove_superfluous(p, att, y)
     if y is not None:
         y, why = _fix_unions(p, relations, y, unions)
         if y is None:
@@ -456,16 +461,41 @@ def _fast(p: _Problem, att: _Attacker):
 
 
 def _remove_superfluous(p: _Problem, att: _Attacker, y: np.ndarray) -> np.ndarray:
-    """Drop secondary suppressions, most expensive first, while all stay protected."""
+    """Drop secondary suppressions, most expensive first, while all stay protected.
+
+    Each requirement keeps the support of an attack that reaches its level (a witness);
+    removing a cell outside every witness cannot stop any attack, so only the requirements
+    whose witness uses the cell are solved again."""
+    levels = _levels(p)
+    att.set_pattern(y)
+    witness = []
+    for i, sense, level in levels:
+        value, _, outcome = att.reach(i, sense)
+        if outcome != "optimal":
+            return y
+        witness.append(att.support() if np.isfinite(value) else np.arange(len(y)))
     candidates = np.flatnonzero(y & ~p.forced)
     for j in candidates[np.argsort(-p.cost[candidates], kind="stable")].tolist():
         if time.perf_counter() > p.deadline:
             break
         trial = y.copy()
         trial[j] = False
-        missing, outcome = _unprotected(att, p, trial)
-        if outcome == "optimal" and not missing:
+        att.set_pattern(trial)
+        renewed, ok = {}, True
+        for k, (i, sense, level) in enumerate(levels):
+            if j not in witness[k]:
+                continue
+            value, _, outcome = att.reach(i, sense)
+            if outcome != "optimal" or value < level - _REACH_RTOL * max(1.0, level,
+                                                                        abs(p.values[i])):
+                ok = False
+                break
+            renewed[k] = att.support() if np.isfinite(value) else np.arange(len(y))
+        if ok:
             y = trial
+            for k, support in renewed.items():
+                witness[k] = support
+    att.set_pattern(y)
     return y
 
 
