@@ -48,8 +48,10 @@ class MetricsMiddleware:
             return
         start = time.perf_counter()
         rid = _request_id(scope["headers"])
-        rid_token = logs.request_id.set(rid)
-        pool_token = work.current_pool.set(self.pool)
+        # Not reset afterwards: each request runs in a task of its own, and the app's
+        # handler of unexpected errors runs outside this middleware but must still log the id.
+        logs.request_id.set(rid)
+        work.current_pool.set(self.pool)
         status = 500
         sizes = [0, 0]   # request bytes, reply bytes
         header = (b"x-request-id", rid.encode())
@@ -88,8 +90,6 @@ class MetricsMiddleware:
                 "duration_ms": round(elapsed * 1000, 3), "request_bytes": sizes[0],
                 "reply_bytes": sizes[1], "key_id": getattr(caller, "key_id", None),
                 "role": getattr(caller, "role", None)})
-            work.current_pool.reset(pool_token)
-            logs.request_id.reset(rid_token)
 
 
 class BodyLimitMiddleware:

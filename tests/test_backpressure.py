@@ -1,0 +1,207 @@
+"""Limits and back-pressure: a full pool refuses at once with 503 and Retry-After while
+health stays responsive, limits give 413, solver time is capped, solver outcomes are
+counted, and a stopping server finishes the requests it has."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+import httpx
+import pytest
+
+from benchmarks.loadgen import ROOT, free_port
+from service.api import sensitivity, work
+from service.api.deps import solver_seconds
+from service.app import create_app
+from service.config import Settings
+from service.metrics import Metrics
+
+CELLS = [{"key": [f"c{i}"], "summary": {"total": 100.0, "count": 3, "largest": [60.0, 30.0]}}
+         for i in range(3)]
+BODY = {"cells": CELLS, "rules": {"rules": [{"type": "p_percent", "p": 10}]}}
+
+
+def metric(text: str, name: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(name + " ") or line.startswith(name + "{") and line.split(" ")[0] == name:
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"{name} not in metrics")
+
+
+def test_pool_admits_threads_plus_queue_then_refuses():
+    async def scenario():
+        metrics = Metrics.create()
+        pool = work.Pool(1, 1, metrics)
+        gate = threading.Event()
+        tasks = [asyncio.ensure_future(pool.run(gate.wait, 5)) for _ in range(2)]
+        await asyncio.sleep(0.05)
+        assert pool.admitted == 2
+        with pytest.raises(work.PoolFull) as refused:
+            await pool.run(lambda: None)
+        assert refused.value.status_code == 503
+        assert refused.value.headers == {"Retry-After": "1"}
+        gate.set()
+        assert await asyncio.gather(*tasks) == [True, True]
+        await asyncio.sleep(0.01)
+        assert pool.admitted == 0
+        assert await pool.run(sum, [1, 2]) == 3
+        text = metrics.registry.get_sample_value
+        assert text("sdc_pool_capacity") == 2 and text("sdc_pool_threads") == 1
+        assert text("sdc_pool_tasks") == 0
+        pool.shutdown()
+
+    asyncio.run(scenario())
+
+
+def test_cancelled_request_keeps_its_slot_until_the_thread_is_done():
+    async def scenario():
+        pool = work.Pool(1, 0)
+        gate = threading.Event()
+        task = asyncio.ensure_future(pool.run(gate.wait, 5))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        await asyncio.sleep(0.01)
+        assert pool.admitted == 1   # the thread is still working on it
+        with pytest.raises(work.PoolFull):
+            await pool.run(lambda: None)
+        gate.set()
+        await asyncio.sleep(0.05)
+        assert pool.admitted == 0
+        pool.shutdown()
+
+    asyncio.run(scenario())
+
+
+def test_full_pool_503_with_retry_after_and_health_stays_up(monkeypatch):
+    gate = threading.Event()
+    real = sensitivity._assess
+
+    def slow(*args):
+        gate.wait(10)
+        return real(*args)
+
+    monkeypatch.setattr(sensitivity, "_assess", slow)
+    monkeypatch.setattr(work, "INLINE_CELLS", 0)   # even small tables go to the pool
+    app = create_app(Settings(worker_threads=1, queue_depth=1))
+
+    async def scenario():
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
+            busy = [asyncio.ensure_future(c.post("/v1/sensitivity", json=BODY)) for _ in range(2)]
+            await asyncio.sleep(0.1)
+            start = time.perf_counter()
+            refused = await c.post("/v1/sensitivity", json=BODY)
+            refused_after = time.perf_counter() - start
+            start = time.perf_counter()
+            health = await c.get("/healthz")
+            health_after = time.perf_counter() - start
+            during = (await c.get("/metrics")).text
+            gate.set()
+            done = await asyncio.gather(*busy)
+            after = (await c.get("/metrics")).text
+            return refused, refused_after, health, health_after, during, done, after
+
+    refused, refused_after, health, health_after, during, done, after = asyncio.run(scenario())
+    assert refused.status_code == 503 and refused.headers["retry-after"] == "1"
+    assert refused.json()["error"] == "unavailable"
+    assert "retry" in refused.json()["detail"][0]["message"]
+    assert refused_after < 0.5                       # at once, not queued
+    assert health.status_code == 200 and health_after < 0.5
+    assert metric(during, "sdc_pool_tasks") == 2 and metric(during, "sdc_pool_capacity") == 2
+    assert metric(during, "sdc_http_requests_in_flight") == 3   # two busy + the scrape
+    assert [r.status_code for r in done] == [200, 200]
+    assert 'sdc_rejected_requests_total{reason="overloaded"} 1.0' in after
+    assert metric(after, "sdc_pool_tasks") == 0
+
+
+def test_cell_limit_413_names_the_field(make_client):
+    r = make_client(max_cells=2).post("/v1/sensitivity", json=BODY)
+    assert r.status_code == 413
+    assert r.json()["detail"][0]["field"] == "cells"
+    assert "3 cells exceed the limit of 2" in r.json()["detail"][0]["message"]
+
+
+def test_body_limit_counts_as_rejected(make_client):
+    client = make_client(max_body_bytes=100)
+    assert client.post("/v1/sensitivity", json=BODY).status_code == 413
+    assert 'sdc_rejected_requests_total{reason="too_large"} 1.0' in client.get("/metrics").text
+
+
+def test_solver_seconds_capped_by_the_service():
+    settings = Settings(max_solver_seconds=30)
+    assert solver_seconds(None, settings) == 30
+    assert solver_seconds(2.5, settings) == 2.5
+    assert solver_seconds(600, settings) == 30
+
+
+def test_solver_outcomes_and_time_are_counted():
+    m = Metrics.create()
+    m.observe_solve("audit", "optimal", 0.2)
+    m.observe_solve("audit", "time_limit", 60)
+    m.observe_solve("suppress_exact", "something odd", 1)
+    get = m.registry.get_sample_value
+    assert get("sdc_solver_outcomes_total", {"method": "audit", "status": "optimal"}) == 1
+    assert get("sdc_solver_outcomes_total", {"method": "audit", "status": "time_limit"}) == 1
+    assert get("sdc_solver_outcomes_total", {"method": "suppress_exact", "status": "error"}) == 1
+    assert get("sdc_solver_seconds_count", {"method": "audit"}) == 2
+    assert get("sdc_solver_seconds_sum", {"method": "audit"}) == 60.2
+
+
+def _wait_up(url, proc):
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(url + "/healthz", timeout=1).read()
+            return
+        except OSError:
+            assert proc.poll() is None and time.monotonic() < deadline, "service did not start"
+            time.sleep(0.1)
+
+
+def test_graceful_shutdown_finishes_in_flight_requests():
+    """SIGTERM while a large request runs: it is answered, then the process exits."""
+    cells = [{"key": [f"c{i}"], "contributions": [{"value": 10.0 + i % 7}, {"value": 5.0},
+                                                  {"value": 1.0}, {"value": 3.0}]}
+             for i in range(40_000)]
+    body = json.dumps({"cells": cells, "rules": {"rules": [{"type": "p_percent", "p": 10}]}}).encode()
+    port = free_port()
+    env = {**os.environ, "SDC_PORT": str(port), "SDC_LOG_LEVEL": "warning"}
+    env.pop("SDC_HOST", None)
+    env.pop("SDC_API_KEYS_FILE", None)
+    proc = subprocess.Popen([sys.executable, "-m", "service"], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_up(url, proc)
+        result, answered = {}, []
+
+        def call():
+            req = urllib.request.Request(url + "/v1/sensitivity", data=body,
+                                         headers={"content-type": "application/json"})
+            with urllib.request.urlopen(req, timeout=60) as r:
+                result["status"] = r.status
+                result["cells"] = len(json.loads(r.read())["cells"])
+            answered.append(time.monotonic())
+
+        thread = threading.Thread(target=call)
+        thread.start()
+        time.sleep(0.3)   # the request is being read or computed
+        signalled = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        thread.join(60)
+        # uvicorn re-raises the signal once it has shut down cleanly.
+        assert proc.wait(30) in (0, -signal.SIGTERM)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert result == {"status": 200, "cells": 40_000}
+    assert answered[0] > signalled   # it was in flight when the signal came
