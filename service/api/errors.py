@@ -82,6 +82,10 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(HTTPException)
     async def _http(request: Request, exc: HTTPException):
+        if exc.status_code == 400 and isinstance(exc.__cause__, ValueError):
+            # FastAPI's answer to a body that is not UTF-8: the same 422 as any invalid JSON.
+            return error_reply(422, [{"field": None, "cell": None, "key": None,
+                                      "message": "body is not valid JSON (it must be UTF-8 text)"}])
         return error_reply(exc.status_code, [{"field": None, "cell": None, "key": None,
                                               "message": str(exc.detail)}],
                            headers=getattr(exc, "headers", None))
