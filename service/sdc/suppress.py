@@ -207,13 +207,16 @@ class _Attacker:
         self.h.passModel(lp)
         self.n = n
         self.costed = -1
-        self.pattern = np.zeros(n, bool)
+        self.pattern = np.zeros(n)
 
     def set_pattern(self, y: np.ndarray) -> None:
+        """Room ``y_j U_j`` up and ``y_j D_j`` down; ``y`` may be fractional (the LP
+        relaxation of the master is separated with the same attacker)."""
+        y = np.asarray(y, dtype=float)
         changed = np.flatnonzero(y != self.pattern)
         if changed.size:
-            lo = np.where(y[changed], -self.p.room_down[changed], 0.0)
-            hi = np.where(y[changed], self.p.room_up[changed], 0.0)
+            lo = -y[changed] * self.p.room_down[changed]
+            hi = y[changed] * self.p.room_up[changed]
             self.h.changeColsBounds(len(changed), changed.astype(np.int32), lo, hi)
             self.pattern = y.copy()
 
@@ -253,8 +256,8 @@ class _Attacker:
         for g in (prices, -prices):
             r = -(self.p.a.T @ g)
             r[i] += sense
-            coef = self.p.room_up * np.maximum(0.0, sense * r) \
-                + self.p.room_down * np.maximum(0.0, -sense * r)
+            # r = sense e_i - A^T g already carries the direction (module docstring).
+            coef = self.p.room_up * np.maximum(0.0, r) + self.p.room_down * np.maximum(0.0, -r)
             lhs = coef @ y
             if lhs < best_lhs:
                 best, best_lhs = coef, lhs
@@ -525,6 +528,7 @@ def _exact(p: _Problem, att: _Attacker, incumbent: np.ndarray, relations, unions
             others = others[others != i]
             h.addRow(1.0, highspy.kHighsInf, len(others), others.astype(np.int32),
                      np.ones(len(others)))
+    iters += _root_cuts(h, p, att, n)
     while True:
         remaining = p.deadline - time.perf_counter()
         if remaining <= 0:
@@ -551,10 +555,7 @@ def _exact(p: _Problem, att: _Attacker, incumbent: np.ndarray, relations, unions
         if outcome != "optimal":
             return best, "time_limit", "time limit reached checking a pattern", lower, iters
         if missing:
-            for i, sense, level, prices in missing:
-                coef = att.cut(i, sense, prices, y.astype(float))
-                nz = np.flatnonzero(coef > 1e-12)
-                h.addRow(level, highspy.kHighsInf, len(nz), nz.astype(np.int32), coef[nz])
+            _add_cuts(h, att, missing, y.astype(float))
             continue
         union_cuts = _union_no_goods(p, relations, y, unions)
         if union_cuts is None:
@@ -564,6 +565,40 @@ def _exact(p: _Problem, att: _Attacker, incumbent: np.ndarray, relations, unions
             return best, "optimal", "proven optimal", min(lower, best_cost), iters
         for idx, coef, rhs in union_cuts:
             h.addRow(rhs, highspy.kHighsInf, len(idx), idx.astype(np.int32), coef)
+
+
+def _add_cuts(h: highspy.Highs, att: _Attacker, missing, y: np.ndarray) -> None:
+    for i, sense, level, prices in missing:
+        coef = att.cut(i, sense, prices, y)
+        nz = np.flatnonzero(coef > 1e-12)
+        h.addRow(level, highspy.kHighsInf, len(nz), nz.astype(np.int32), coef[nz])
+
+
+def _root_cuts(h: highspy.Highs, p: _Problem, att: _Attacker, n: int,
+               max_rounds: int = 200) -> int:
+    """Cutting planes on the LP relaxation of the master before any branching: the
+    attacker LP with fractional room ``y_j U_j`` separates capacity cuts just as for a
+    0/1 pattern, and a strong root bound is what lets the MIP close the gap."""
+    cont = np.arange(n, dtype=np.int32)
+    h.changeColsIntegrality(n, cont, np.array([highspy.HighsVarType.kContinuous] * n))
+    rounds = 0
+    try:
+        for rounds in range(1, max_rounds + 1):
+            remaining = p.deadline - time.perf_counter()
+            if remaining <= 0:
+                break
+            h.setOptionValue("time_limit", float(remaining))
+            h.run()
+            if h.getModelStatus() != _MS.kOptimal:
+                break
+            y = np.clip(np.asarray(h.getSolution().col_value), 0.0, 1.0)
+            missing, outcome = _unprotected(att, p, y)
+            if outcome != "optimal" or not missing:
+                break
+            _add_cuts(h, att, missing, y)
+    finally:
+        h.changeColsIntegrality(n, cont, np.array([highspy.HighsVarType.kInteger] * n))
+    return rounds
 
 
 def _sensitive_unions(p: _Problem, relations, y: np.ndarray, unions):
