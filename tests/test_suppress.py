@@ -148,3 +148,32 @@ def test_every_returned_pattern_passes_the_audit(data, three_d):
     fast, exact = results["fast"], results["exact"]
     if fast.status != "no_safe_pattern" and exact.status == "optimal":
         assert exact.objective <= fast.objective + 1e-6
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from([1.0, -1.0]))
+def test_capacity_cuts_are_tight_where_made_and_valid_elsewhere(seed, sense):
+    """LP duality (module docstring): the cut from the attacker's prices at ``y`` equals the
+    attack's reach at ``y`` and bounds the reach at every other room ``y'`` from above."""
+    import time
+
+    from service.sdc import suppress as sup
+
+    t, x = seed_table(TABLE_6)
+    sens = np.zeros(t.n_cells, bool)
+    sens[t.cell_index(("A", "I"))] = True
+    p = sup._prepare(t, x, sens, 30.0 * sens, 30.0 * sens, cell_costs("value", x), None,
+                     None, 0.0, np.inf, time.perf_counter() + 30)
+    att = sup._Attacker(p)
+    rng = np.random.default_rng(seed)
+    i = t.cell_index(("A", "I"))
+    y = rng.random(t.n_cells)
+    att.set_pattern(y)
+    reach, prices, outcome = att.reach(i, sense)
+    assert outcome == "optimal"
+    coef = att.cut(i, sense, prices, y)
+    assert coef @ y == pytest.approx(reach, rel=1e-6, abs=1e-6)
+    for _ in range(5):
+        other = rng.random(t.n_cells)
+        att.set_pattern(other)
+        assert att.reach(i, sense)[0] <= coef @ other + 1e-6
