@@ -181,54 +181,74 @@ class _Problem:
 
 
 class _Attacker:
-    """One HiGHS model of the attacker LP over all cells; the pattern changes its column
-    bounds and the attacked cell its costs, so every solve starts from the last basis."""
+    """The attacker LP in HiGHS over the cells a pattern suppresses (and the relations that
+    touch them): published cells cannot move, so they need no column. A pattern within the
+    model's columns only changes column bounds and an attack only the costs, so every solve
+    starts from the last basis; a pattern reaching beyond them rebuilds the model."""
 
     def __init__(self, p: _Problem):
         self.p = p
-        n = p.a.shape[1]
-        a = p.a.tocsc()
+        self.n = p.a.shape[1]
+        self.a_csc = p.a.tocsc()
+        self.cols = np.zeros(0, dtype=np.int64)
+        self.position = np.full(self.n, -1, dtype=np.int64)
+        self.rows = np.zeros(0, dtype=np.int64)
+        self.h = None
+        self.pattern = np.zeros(self.n)
+
+    def _build(self, cols: np.ndarray, y: np.ndarray) -> None:
+        sub = self.a_csc[:, cols]
+        self.rows = np.flatnonzero(np.diff(sub.tocsr().indptr) > 0)
+        sub = sub[self.rows].tocsc()
+        m, k = sub.shape
         lp = highspy.HighsLp()
-        lp.num_col_, lp.num_row_ = n, p.a.shape[0]
-        lp.col_cost_ = np.zeros(n)
-        lp.col_lower_ = np.zeros(n)
-        lp.col_upper_ = np.zeros(n)
-        lp.row_lower_ = np.zeros(p.a.shape[0])
-        lp.row_upper_ = np.zeros(p.a.shape[0])
+        lp.num_col_, lp.num_row_ = k, m
+        lp.col_cost_ = np.zeros(k)
+        lp.col_lower_ = -y[cols] * self.p.room_down[cols]
+        lp.col_upper_ = y[cols] * self.p.room_up[cols]
+        lp.row_lower_ = np.zeros(m)
+        lp.row_upper_ = np.zeros(m)
         lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-        lp.a_matrix_.start_ = a.indptr.astype(np.int32)
-        lp.a_matrix_.index_ = a.indices.astype(np.int32)
-        lp.a_matrix_.value_ = a.data.astype(float)
+        lp.a_matrix_.start_ = sub.indptr.astype(np.int32)
+        lp.a_matrix_.index_ = sub.indices.astype(np.int32)
+        lp.a_matrix_.value_ = sub.data.astype(float)
         lp.sense_ = highspy.ObjSense.kMaximize
         self.h = highspy.Highs()
         self.h.setOptionValue("output_flag", False)
         self.h.setOptionValue("presolve", "off")
         self.h.setOptionValue("solver", "simplex")
+        self.h.setOptionValue("simplex_strategy", 4)   # primal: see service.sdc.audit
         self.h.passModel(lp)
-        self.n = n
-        self.costed = -1
-        self.pattern = np.zeros(n)
+        self.cols = cols
+        self.position[:] = -1
+        self.position[cols] = np.arange(len(cols))
+        self.costed = (-1, 0.0)
 
     def set_pattern(self, y: np.ndarray) -> None:
         """Room ``y_j U_j`` up and ``y_j D_j`` down; ``y`` may be fractional (the LP
         relaxation of the master is separated with the same attacker)."""
         y = np.asarray(y, dtype=float)
-        changed = np.flatnonzero(y != self.pattern)
-        if changed.size:
-            lo = -y[changed] * self.p.room_down[changed]
-            hi = y[changed] * self.p.room_up[changed]
-            self.h.changeColsBounds(len(changed), changed.astype(np.int32), lo, hi)
-            self.pattern = y.copy()
+        support = np.flatnonzero(y > 0)
+        if self.h is None or (self.position[support] < 0).any():
+            self._build(support, y)
+        else:
+            changed = np.flatnonzero(y != self.pattern)
+            if changed.size:
+                self.h.changeColsBounds(len(changed), self.position[changed].astype(np.int32),
+                                        -y[changed] * self.p.room_down[changed],
+                                        y[changed] * self.p.room_up[changed])
+        self.pattern = y.copy()
 
     def reach(self, i: int, sense: float) -> tuple[float, np.ndarray | None, str]:
         """``max sense * z_i`` under the current pattern, the row prices, the outcome."""
-        if self.costed != i:
-            idx = [i] if self.costed < 0 else [self.costed, i]
-            costs = [1.0] if self.costed < 0 else [0.0, 1.0]
+        # Always maximise, with cost +-1 on the attacked cell: only costs change between
+        # solves, so the last basis stays primal feasible for the primal simplex.
+        i_col = int(self.position[i])
+        if self.costed != (i_col, sense):
+            idx = [i_col] if self.costed[0] in (-1, i_col) else [self.costed[0], i_col]
+            costs = [sense] if len(idx) == 1 else [0.0, sense]
             self.h.changeColsCost(len(idx), np.array(idx, dtype=np.int32), np.array(costs))
-            self.costed = i
-        self.h.changeObjectiveSense(highspy.ObjSense.kMaximize if sense > 0
-                                    else highspy.ObjSense.kMinimize)
+            self.costed = (i_col, sense)
         remaining = self.p.deadline - time.perf_counter()
         if remaining <= 0:
             return np.nan, None, "time_limit"
@@ -236,8 +256,10 @@ class _Attacker:
         self.h.run()
         status = self.h.getModelStatus()
         if status == _MS.kOptimal:
-            value = sense * self.h.getInfo().objective_function_value
-            return value, np.asarray(self.h.getSolution().row_dual), "optimal"
+            value = self.h.getInfo().objective_function_value
+            prices = np.zeros(self.p.a.shape[0])   # rows off the model touch no room: 0
+            prices[self.rows] = self.h.getSolution().row_dual
+            return value, prices, "optimal"
         if status == _MS.kUnbounded:
             return np.inf, None, "optimal"
         if status == _MS.kTimeLimit:
@@ -247,7 +269,7 @@ class _Attacker:
     def support(self) -> np.ndarray:
         """Cells the last optimal attack moves: only their removal can stop it."""
         z = np.asarray(self.h.getSolution().col_value)
-        return np.flatnonzero(np.abs(z) > 1e-9 * max(1.0, np.abs(z).max(initial=0.0)))
+        return self.cols[np.abs(z) > 1e-9 * max(1.0, np.abs(z).max(initial=0.0))]
 
     def cut(self, i: int, sense: float, prices: np.ndarray, y: np.ndarray) -> np.ndarray:
         """Coefficients of the capacity cut for cell ``i``: of the two sign conventions of
