@@ -4,6 +4,7 @@ the filter role, keys rotated without a restart, and the start refused when unsa
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
@@ -198,3 +199,44 @@ def test_create_app_refuses_a_bad_key_file(tmp_path):
     path.write_text("[]")
     with pytest.raises(keys.KeyFileError):
         create_app(Settings(api_keys_file=path))
+
+
+#: Reply fields from which, with the contributions, a rule's parameters can be inferred.
+DIAGNOSTICS = {"measures", "upper_protection", "lower_protection", "interval", "missing_upper",
+               "missing_lower", "fired", "unions", "audit", "coefficients"}
+
+
+def _diagnostics_in(value, path=""):
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if k in DIAGNOSTICS and v not in (None, [], {}):
+                yield f"{path}.{k}"
+            yield from _diagnostics_in(v, f"{path}.{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _diagnostics_in(v, f"{path}[{i}]")
+    elif isinstance(value, str) and re.search(r"\w\([^)]*=", value):
+        yield f"{path}: rule label with parameters"
+
+
+def test_filter_replies_of_every_route_carry_no_diagnostics(secured):
+    """Each /v1 operation's documented example, sent with the filter key: a decision
+    (or 403), never measures, protection levels, intervals, unions or rule parameters."""
+    spec = secured.get("/openapi.json").json()
+    seen = 0
+    for path, item in spec["paths"].items():
+        op = item.get("post")
+        if not path.startswith("/v1/") or op is None:
+            continue
+        schema = op["requestBody"]["content"]["application/json"]["schema"]
+        if "$ref" in schema:
+            schema = spec["components"]["schemas"][schema["$ref"].rsplit("/", 1)[1]]
+        for example in schema.get("examples", []):
+            r = secured.post(path, json=example, headers={"X-API-Key": FILTER_KEY})
+            assert r.status_code in (200, 403), (path, r.text)
+            if r.status_code == 200:
+                seen += 1
+                assert list(_diagnostics_in(r.json())) == [], path
+                analyst = secured.post(path, json=example, headers={"X-API-Key": ANALYST_KEY})
+                assert analyst.status_code == 200
+    assert seen >= 3   # sensitivity, audit, suppress at least
