@@ -50,6 +50,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def wait_up(url: str, proc: subprocess.Popen, seconds: float = 30) -> None:
+    """Return once ``url/healthz`` answers; raise if the process dies or time runs out."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            urllib.request.urlopen(url + "/healthz", timeout=1).read()
+            return
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise RuntimeError("service did not start") from None
+            time.sleep(0.1)
+
+
 @contextlib.contextmanager
 def server(env: dict | None = None, workers: int = 1):
     """Start ``sdc-service`` on a free loopback port; yield its base URL; stop it."""
@@ -60,15 +73,7 @@ def server(env: dict | None = None, workers: int = 1):
                             stdout=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                urllib.request.urlopen(url + "/healthz", timeout=1).read()
-                break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError("service did not start")
-                time.sleep(0.1)
+        wait_up(url, proc)
         yield url
     finally:
         proc.terminate()

@@ -17,7 +17,7 @@ import urllib.request
 import httpx
 import pytest
 
-from benchmarks.loadgen import ROOT, free_port
+from benchmarks.loadgen import ROOT, free_port, wait_up
 from service.api import sensitivity, work
 from service.api.deps import solver_seconds
 from service.app import create_app
@@ -155,17 +155,6 @@ def test_solver_outcomes_and_time_are_counted():
     assert get("sdc_solver_seconds_sum", {"method": "audit"}) == 60.2
 
 
-def _wait_up(url, proc):
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            urllib.request.urlopen(url + "/healthz", timeout=1).read()
-            return
-        except OSError:
-            assert proc.poll() is None and time.monotonic() < deadline, "service did not start"
-            time.sleep(0.1)
-
-
 def test_graceful_shutdown_finishes_in_flight_requests():
     """SIGTERM while a large request runs: it is answered, then the process exits."""
     cells = [{"key": [f"c{i}"], "contributions": [{"value": 10.0 + i % 7}, {"value": 5.0},
@@ -180,7 +169,7 @@ def test_graceful_shutdown_finishes_in_flight_requests():
                             stdout=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
-        _wait_up(url, proc)
+        wait_up(url, proc)
         result, answered = {}, []
 
         def call():
