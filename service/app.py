@@ -53,7 +53,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     access.install(app, KeyStore(settings.api_keys_file) if settings.api_keys_file else None)
     app.state.pool = Pool(settings.worker_threads, settings.queue_depth, metrics)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
-    app.add_middleware(AdmissionMiddleware, pool=app.state.pool)
+    app.add_middleware(AdmissionMiddleware, pool=app.state.pool,
+                       body_seconds=settings.body_seconds)
     app.add_middleware(access.AuthMiddleware, store=app.state.keys)
     app.add_middleware(MetricsMiddleware, metrics=metrics, pool=app.state.pool)
     return app

@@ -21,6 +21,8 @@ SDC_WORKER_THREADS        cores - 1 (min 1)      threads of the compute pool (so
                                                  tables); one core is left to the event loop
 SDC_QUEUE_DEPTH           2                      tasks waiting for a thread before 503
 SDC_SHUTDOWN_SECONDS      75                     graceful shutdown: in-flight requests finish
+SDC_BODY_SECONDS          30                     a large body (admitted to the pool) must
+                                                 arrive within this time, else 408
 ========================  =====================  ==============================================
 """
 
@@ -55,6 +57,7 @@ class Settings:
     worker_threads: int = field(default_factory=lambda: default_threads())
     queue_depth: int = 2
     shutdown_seconds: float = 75.0
+    body_seconds: float = 30.0
     profiles: dict[str, Profile] = field(default_factory=dict)
 
     @classmethod
@@ -81,6 +84,8 @@ class Settings:
                 shutdown_seconds=_positive(
                     float(env.get("SDC_SHUTDOWN_SECONDS", cls.shutdown_seconds)),
                     "SDC_SHUTDOWN_SECONDS"),
+                body_seconds=_positive(float(env.get("SDC_BODY_SECONDS", cls.body_seconds)),
+                                       "SDC_BODY_SECONDS"),
                 profiles=load_profiles(path) if path else {},
             )
         except ValueError as exc:

@@ -11,7 +11,7 @@ SOLVER_BUCKETS = (0.001, 0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
 #: How a solve ended, as the ``status`` label of ``sdc_solver_outcomes_total``.
 SOLVER_STATUSES = ("optimal", "time_limit", "infeasible", "error")
 #: Refused requests by HTTP status, as the ``reason`` label of ``sdc_rejected_requests_total``.
-REJECTION_REASONS = {401: "unauthorized", 403: "forbidden", 413: "too_large",
+REJECTION_REASONS = {401: "unauthorized", 403: "forbidden", 408: "timeout", 413: "too_large",
                      422: "invalid", 503: "overloaded"}
 
 
@@ -47,7 +47,7 @@ class Metrics:
             in_flight=Gauge("sdc_http_requests_in_flight", "HTTP requests being served",
                             registry=registry),
             rejected=Counter("sdc_rejected_requests", "Requests refused, by reason "
-                             "(unauthorized, forbidden, too_large, invalid, overloaded)",
+                             "(unauthorized, forbidden, timeout, too_large, invalid, overloaded)",
                              ["reason"], registry=registry),
             pool_admitted=Gauge("sdc_pool_tasks", "Tasks running or queued in the compute pool",
                                 registry=registry),

@@ -6,6 +6,7 @@ request of the online filter, where a few hundred microseconds matter.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import time
@@ -98,11 +99,14 @@ class MetricsMiddleware:
 
 class AdmissionMiddleware:
     """503 with Retry-After, before reading, for a large ``/v1`` body when the pool's
-    capacity of large requests is taken (see :mod:`service.api.work`)."""
+    capacity of large requests is taken (see :mod:`service.api.work`); 408 when an
+    admitted body does not arrive within ``body_seconds``, so that a slow sender cannot
+    hold a slot."""
 
-    def __init__(self, app, pool: work.Pool):
+    def __init__(self, app, pool: work.Pool, body_seconds: float = 30.0):
         self.app = app
         self.pool = pool
+        self.body_seconds = body_seconds
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or not scope["path"].startswith("/v1/") or not _large(scope):
@@ -112,8 +116,18 @@ class AdmissionMiddleware:
             full = work.PoolFull()
             await send_error(send, 503, full.detail, headers=full.headers)
             return
+        deadline = time.monotonic() + self.body_seconds
+
+        async def timed_receive():
+            try:
+                return await asyncio.wait_for(receive(), max(deadline - time.monotonic(), 0.001))
+            except asyncio.TimeoutError:
+                # Passes FastAPI's body reader to the error handler, like BodyTooLarge.
+                raise HTTPException(408, f"the request body did not arrive within "
+                                         f"{self.body_seconds:g} seconds") from None
+
         try:
-            await self.app(scope, receive, send)
+            await self.app(scope, timed_receive, send)
         finally:
             self.pool.release_request()
 

@@ -226,3 +226,29 @@ def test_large_bodies_refused_before_they_are_read(make_client, monkeypatch):
     assert pool.large_requests == 0
     metrics = client.get("/metrics").text
     assert 'sdc_rejected_requests_total{reason="overloaded"} 1.0' in metrics
+
+
+def test_slow_large_body_gets_408_and_frees_its_slot(monkeypatch):
+    """A sender trickling a large body cannot hold a pool slot past SDC_BODY_SECONDS."""
+    monkeypatch.setattr(work, "LARGE_BODY_BYTES", 10)
+    app = create_app(Settings(worker_threads=1, queue_depth=0, body_seconds=0.2))
+    payload = json.dumps(BODY).encode()
+
+    async def trickle():
+        yield payload[:20]
+        await asyncio.sleep(1)
+        yield payload[20:]
+
+    async def scenario():
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
+            slow = await c.post("/v1/sensitivity", content=trickle(), headers={
+                "content-type": "application/json", "content-length": str(len(payload))})
+            ok = await c.post("/v1/sensitivity", json=BODY)
+            return slow, ok, (await c.get("/metrics")).text
+
+    slow, ok, metrics = asyncio.run(scenario())
+    assert slow.status_code == 408 and slow.json()["error"] == "request_timeout"
+    assert "0.2 seconds" in slow.json()["detail"][0]["message"]
+    assert ok.status_code == 200 and app.state.pool.large_requests == 0
+    assert 'sdc_rejected_requests_total{reason="timeout"} 1.0' in metrics

@@ -121,6 +121,7 @@ _ERROR_REF = {"application/json": {"schema": {"$ref": "#/components/schemas/Erro
 _DOCUMENTED = {
     "401": "no valid API key",
     "403": "the key's role may not use this route",
+    "408": "a large body did not arrive within SDC_BODY_SECONDS",
     "503": "the compute pool is full; retry after the Retry-After header's seconds",
 }
 

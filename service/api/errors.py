@@ -14,8 +14,8 @@ from service.sdc.errors import InputError
 log = logging.getLogger("sdc.errors")
 
 _REASONS = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
-            405: "method_not_allowed", 413: "payload_too_large", 415: "unsupported_media_type",
-            422: "invalid_request", 503: "unavailable"}
+            405: "method_not_allowed", 408: "request_timeout", 413: "payload_too_large",
+            415: "unsupported_media_type", 422: "invalid_request", 503: "unavailable"}
 
 
 class RequestError(Exception):
