@@ -4,13 +4,15 @@ Every operation gets a bounded number of generated requests (valid and invalid b
 schema): no reply may be a 5xx, and every reply must be a documented status with the
 documented content type and schema. Runs in developer mode (analyst replies, the widest)
 and with a filter-role key (decision-only replies, and 403 where the role may not go).
-Derandomised, so CI failures reproduce.
+Derandomised, so CI failures reproduce. ``SDC_FUZZ_EXAMPLES`` (default 50 per operation
+and mode) runs more locally.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import os
 
 import pytest
 import schemathesis
@@ -25,7 +27,7 @@ from schemathesis.specs.openapi.checks import (content_type_conformance,
 from benchmarks.loadgen import server
 from service import keys
 
-EXAMPLES = 50
+EXAMPLES = int(os.environ.get("SDC_FUZZ_EXAMPLES", "50"))
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
           response_schema_conformance]
 FILTER_KEY = "fuzz-filter.not-a-real-secret-0123456789"
