@@ -280,7 +280,8 @@ def yaml_files() -> list[Path]:
     conf = YamlLintConfig(file=str(ROOT / ".yamllint"))
     found = []
     for dirpath, dirnames, filenames in os.walk(ROOT):
-        dirnames[:] = [d for d in dirnames if d not in {".git", ".venv", "node_modules"}]
+        dirnames[:] = [d for d in dirnames if d not in {".git", ".venv", ".hypothesis",
+                                                     ".pytest_cache", "__pycache__"}]
         for name in filenames:
             path = Path(dirpath) / name
             rel = str(path.relative_to(ROOT))
