@@ -1,8 +1,9 @@
 """API fuzzing from the OpenAPI schema against a real server on loopback (schemathesis).
 
 Every operation gets a bounded number of generated requests (valid and invalid by the
-schema): no reply may be a 5xx, and every reply must be a documented status with the
-documented content type and schema. Runs in developer mode (analyst replies, the widest)
+schema): no reply may be a 5xx, every reply must be a documented status with the
+documented content type and schema, and no error message may repeat a confidential value
+the request carried (contributions, respondent ids, bounds). Runs in developer mode (analyst replies, the widest)
 and with a filter-role key (decision-only replies, and 403 where the role may not go).
 Derandomised, so CI failures reproduce. ``SDC_FUZZ_EXAMPLES`` (default 50 per operation
 and mode) runs more locally.
@@ -28,8 +29,37 @@ from benchmarks.loadgen import server
 from service import keys
 
 EXAMPLES = int(os.environ.get("SDC_FUZZ_EXAMPLES", "50"))
+#: Request fields whose values are confidential (contributions, respondents, bounds).
+CONFIDENTIAL = {"value", "total", "largest", "weight", "requested", "holding", "lower_bound",
+                "upper_bound", "upper", "lower"}
+
+
+def _confidential_values(body, under: str | None = None):
+    if isinstance(body, dict):
+        for k, v in body.items():
+            yield from _confidential_values(v, k)
+    elif isinstance(body, list):
+        for v in body:
+            yield from _confidential_values(v, under)
+    elif under in CONFIDENTIAL:
+        if isinstance(body, str) and len(body) >= 4:
+            yield body
+        elif isinstance(body, (int, float)) and not isinstance(body, bool) and abs(body) >= 1000:
+            yield from {repr(body), f"{body:g}", str(int(body)) if body == int(body) else repr(body)}
+
+
+def errors_echo_no_values(ctx, response, case):
+    """Error messages name fields and cells, never a confidential value the caller sent."""
+    if not 400 <= response.status_code < 500 or not isinstance(case.body, (dict, list)):
+        return None
+    text = " ".join(d.get("message", "") for d in response.json().get("detail", []))
+    leaked = [v for v in _confidential_values(case.body) if v in text]
+    assert not leaked, f"error message repeats a confidential value: {text!r}"
+    return None
+
+
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
-          response_schema_conformance]
+          response_schema_conformance, errors_echo_no_values]
 FILTER_KEY = "fuzz-filter.not-a-real-secret-0123456789"
 
 
