@@ -42,7 +42,8 @@ def _confidential_values(body, under: str | None = None):
         for v in body:
             yield from _confidential_values(v, under)
     elif under in CONFIDENTIAL:
-        if isinstance(body, str) and len(body) >= 4:
+        # Long and not a plain word, so that it cannot be part of a message by chance.
+        if isinstance(body, str) and len(body) >= 8 and not body.replace(" ", "").isalpha():
             yield body
         elif isinstance(body, (int, float)) and not isinstance(body, bool) and abs(body) >= 1000:
             yield from {repr(body), f"{body:g}", str(int(body)) if body == int(body) else repr(body)}
