@@ -393,11 +393,11 @@ def suppress(relations, values, sensitive, upper_protection, lower_protection, *
     lower_bound = np.nan
     if y is not None:
         # The clean-up re-solves attacks per candidate and can cost far more than finding
-        # the pattern: it gets twice the protection phase plus 5 s, most expensive cells
+        # the pattern: it gets as long as the protection phase plus 5 s, most expensive cells
         # first, so the largest savings come early. Under "exact" it only seeds the MIP.
         spent = time.perf_counter() - start
         share = 0.3 if method == "exact" else 0.8
-        until = min(p.deadline, start + share * time_limit, start + 3 * spent + 5.0)
+        until = min(p.deadline, start + share * time_limit, start + 2 * spent + 5.0)
         y = _remove_superfluous(p, att, y, witness, until)
     if y is not None and method == "exact":
         y, status, message, lower_bound, iters = _exact(p, att, y, relations, unions)
