@@ -400,7 +400,12 @@ def suppress(relations, values, sensitive, upper_protection, lower_protection, *
         until = min(p.deadline, start + share * time_limit, start + 2 * spent + 5.0)
         y = _remove_superfluous(p, att, y, witness, until)
     if y is not None and method == "exact":
-        y, status, message, lower_bound, iters = _exact(p, att, y, relations, unions)
+        # The incumbent must be safe in every respect, unions included (see _exact).
+        y, why = _fix_unions(p, relations, y, unions)
+        if y is not None:
+            y, status, message, lower_bound, iters = _exact(p, att, y, relations, unions)
+        else:
+            status, message = "no_safe_pattern", why
     if y is not None:
         y, why = _fix_unions(p, relations, y, unions)
         if y is None:
@@ -532,7 +537,12 @@ def _remove_superfluous(p: _Problem, att: _Attacker, y: np.ndarray, witness: lis
 
 
 def _exact(p: _Problem, att: _Attacker, incumbent: np.ndarray, relations, unions):
-    """Fischetti-Salazar branch-and-cut by iterated MIP solves with capacity cuts."""
+    """Fischetti-Salazar branch-and-cut by iterated MIP solves with capacity cuts.
+
+    ``incumbent`` must be safe (intervals and unions): it satisfies every cut, so it starts
+    each MIP and bounds its objective, and a MIP with nothing at or below that bound
+    proves the incumbent optimal.
+    """
     n = len(p.values)
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
@@ -565,13 +575,19 @@ def _exact(p: _Problem, att: _Attacker, incumbent: np.ndarray, relations, unions
                 lower, iters
         h.setOptionValue("time_limit", float(remaining))
         h.setOptionValue("mip_rel_gap", 1e-9)
+        # The best safe pattern satisfies every cut: a start for HiGHS, and a bound no
+        # better pattern may exceed.
+        h.setOptionValue("objective_bound", best_cost + 1e-9 * max(1.0, best_cost))
+        start = highspy.HighsSolution()
+        start.col_value = best.astype(float)
+        h.setSolution(start)
         h.run()
         iters += 1
         status = h.getModelStatus()
         info = h.getInfo()
         if status == _MS.kInfeasible:
-            return None, "no_safe_pattern", "no pattern protects every cell within the " \
-                "allowed complements", lower, iters
+            # Nothing satisfies the cuts at a cost within the incumbent's: it is optimal.
+            return best, "optimal", "proven optimal", best_cost, iters
         if status not in (_MS.kOptimal, _MS.kTimeLimit):
             return best, "time_limit", f"MIP ended with {h.modelStatusToString(status)}", \
                 lower, iters
