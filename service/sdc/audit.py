@@ -130,7 +130,8 @@ def _check_inputs(relations, values, suppressed, lower_bounds, upper_bounds,
     lb, ub = bounds
     if (lb > ub).any() or np.isposinf(lb).any() or np.isneginf(ub).any():
         cell = int(np.flatnonzero((lb > ub) | np.isposinf(lb) | np.isneginf(ub))[0])
-        raise InputError(f"bounds of cell {cell} are empty: [{lb[cell]}, {ub[cell]}]",
+        # No numbers in messages: bounds can be confidential (issue 6, confidentiality).
+        raise InputError(f"bounds of cell {cell} are empty (lower above upper, or infinite)",
                          field="lower_bounds", cell=cell)
     if not time_limit > 0:
         raise InputError("time_limit must be > 0 seconds", field="time_limit")
@@ -154,8 +155,7 @@ def _published_contradiction(p: _Problem) -> str | None:
                  | (x > p.upper + _FEASIBILITY_RTOL * scale))
     if out.any():
         cell = int(np.flatnonzero(out)[0])
-        return (f"published cell {cell} = {x[cell]:g} lies outside its a-priori bounds "
-                f"[{p.lower[cell]:g}, {p.upper[cell]:g}]")
+        return f"published cell {cell} lies outside its a-priori bounds"
     touches = (abs(p.a) @ p.suppressed.astype(float)) > 0
     residual = p.a @ x
     tol = p.tolerance + _FEASIBILITY_RTOL * np.maximum(1.0, abs(p.a) @ np.abs(x))
