@@ -56,6 +56,19 @@ class Protection(BaseModel):
     lower: float = Field(ge=0)
 
 
+class CountRules(BaseModel):
+    """A frequency (count) table: cell values are counts of respondents, judged by the
+    threshold rule (seed 003 section A; seed 001, Example) instead of magnitude rules."""
+
+    model_config = _STRICT
+    threshold: float = Field(ge=0, description="cells with 0 < count < threshold are sensitive")
+    range: float = Field(0.0, ge=0, le=100, description="protection level as a percentage of "
+                         "the cell's count; 0: the cell must only not be disclosed exactly")
+    zero_cells: Literal["safe", "sensitive"] = Field(
+        "safe", description="'sensitive' for zeros whose emptiness is itself confidential "
+        "(informative zeros, seed 001)")
+
+
 class TableCell(BaseModel):
     """A cell of a structured table. Leaves need a value or contributions or a summary;
     margins may be left out (or sent without a value) and are then computed."""
@@ -103,6 +116,7 @@ class AuditRequest(BaseModel):
     }]})
     structure: Structure
     cells: list[AuditCell] = Field(min_length=1)
+    counts: CountRules | None = Field(None, description="the table is a count table")
     rules: RuleSet | None = None
     profile: str | None = Field(None, max_length=100, description="name of a configured rule profile")
     time_limit: float | None = Field(
@@ -110,9 +124,7 @@ class AuditRequest(BaseModel):
 
     @model_validator(mode="after")
     def _rules_or_profile(self) -> AuditRequest:
-        if self.rules is not None and self.profile is not None:
-            raise ValueError("give at most one of 'rules' and 'profile'")
-        return self
+        return _one_kind(self)
 
 
 class Flags(BaseModel):
@@ -195,6 +207,7 @@ class SuppressRequest(BaseModel):
     }]})
     structure: Structure
     cells: list[SuppressCell] = Field(min_length=1)
+    counts: CountRules | None = Field(None, description="the table is a count table")
     rules: RuleSet | None = None
     profile: str | None = Field(None, max_length=100, description="name of a configured rule profile")
     method: Literal["fast", "exact"] = Field(
@@ -206,9 +219,7 @@ class SuppressRequest(BaseModel):
 
     @model_validator(mode="after")
     def _rules_or_profile(self) -> SuppressRequest:
-        if self.rules is not None and self.profile is not None:
-            raise ValueError("give at most one of 'rules' and 'profile'")
-        return self
+        return _one_kind(self)
 
 
 class CellStatus(BaseModel):
@@ -242,3 +253,10 @@ class SuppressReply(BaseModel):
     loss: Loss | None = None
     solver: SuppressSolver
     audit: AuditReply | None = None
+
+
+def _one_kind(request):
+    given = [name for name in ("rules", "profile", "counts") if getattr(request, name) is not None]
+    if len(given) > 1:
+        raise ValueError(f"give at most one of 'rules', 'profile' and 'counts' (got {given})")
+    return request

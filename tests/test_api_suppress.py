@@ -107,3 +107,51 @@ def test_filter_role_gets_statuses_only(make_client, key_file):
     for word in ("interval", "protection", "p_percent"):
         assert word not in as_filter.text
     assert secured.post("/v1/suppress", json=body()).status_code == 401
+
+
+def count_body(**extra):
+    """A 3x3 count table with two cells below the threshold 3 in row A."""
+    counts = {("A", "I"): 1, ("A", "II"): 8, ("A", "III"): 2, ("B", "I"): 5, ("B", "II"): 7,
+              ("B", "III"): 4, ("C", "I"): 9, ("C", "II"): 6, ("C", "III"): 12}
+    out = {"structure": {"dimensions": [{"name": "size", "leaves": ["A", "B", "C"]},
+                                        {"name": "act", "leaves": ["I", "II", "III"]}]},
+           "cells": [{"key": list(k), "value": v} for k, v in counts.items()],
+           "counts": {"threshold": 3}}
+    out.update(extra)
+    return out
+
+
+@pytest.mark.parametrize("method", ["fast", "exact"])
+def test_count_table(client, method):
+    reply = client.post("/v1/suppress", json=count_body(method=method)).json()
+    assert reply["safe"], reply["solver"]
+    s = statuses(reply)
+    assert [k for k, v in s.items() if v == "primary"] == [("A", "I"), ("A", "III")]
+    # Protection range 0: each primary must only not be disclosed exactly, and any union
+    # of suppressed cells its relation publishes must reach the threshold (audited).
+    assert reply["audit"]["verdict"] == "safe" and reply["audit"]["unions_checked"]
+    for cell in reply["audit"]["cells"]:
+        if cell["sensitive"]:
+            assert not cell["flags"]["exact"]
+
+
+def test_count_table_union_below_threshold_is_unsafe(client):
+    body = count_body(counts={"threshold": 4})
+    body["cells"][0]["value"] = 1      # A,I = 1 and A,III = 2: union 3 < 4
+    for cell in body["cells"]:
+        cell["suppressed"] = cell["key"] in (["A", "I"], ["A", "III"], ["B", "I"], ["B", "III"])
+    reply = client.post("/v1/audit", json=body).json()
+    assert reply["verdict"] == "unsafe"
+    assert any(u["sensitive"] and sorted(u["cells"]) == [["A", "I"], ["A", "III"]]
+               for u in reply["unions"])
+
+
+def test_count_table_refuses_fractions_and_contributions(client):
+    body = count_body()
+    body["cells"][4]["value"] = 2.5
+    r = client.post("/v1/suppress", json=body)
+    assert r.status_code == 422 and r.json()["detail"][0]["cell"] == 4
+    body = count_body()
+    body["cells"][2]["contributions"] = [{"value": 1}]
+    r = client.post("/v1/suppress", json=body)
+    assert r.status_code == 422 and r.json()["detail"][0]["field"] == "contributions"

@@ -42,7 +42,8 @@ async def audit(body: AuditRequest, request: Request,
 
 def _audit(body: AuditRequest, spec, disclose: bool, time_limit: float):
     inputs = tables.table_inputs(body.structure, body.cells, spec,
-                                 labels_with_parameters=body.rules is not None)
+                                 labels_with_parameters=body.rules is not None,
+                                 counts=body.counts)
     tables.check_additivity(inputs, body.structure.tolerance)
     suppressed = np.zeros(inputs.space.n_cells, bool)
     suppressed[inputs.cell_of_request[[i for i, c in enumerate(body.cells) if c.suppressed]]] = True

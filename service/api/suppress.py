@@ -53,7 +53,8 @@ _OUTCOME = {"optimal": "optimal", "feasible": "optimal", "time_limit": "time_lim
 
 def _suppress(body: SuppressRequest, spec, disclose: bool, time_limit: float) -> dict:
     inputs = tables.table_inputs(body.structure, body.cells, spec,
-                                 labels_with_parameters=body.rules is not None)
+                                 labels_with_parameters=body.rules is not None,
+                                 counts=body.counts)
     tables.check_additivity(inputs, body.structure.tolerance)
     n = inputs.space.n_cells
     forbidden, forced = np.zeros(n, bool), np.zeros(n, bool)

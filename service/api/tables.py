@@ -12,9 +12,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from schemas import rules as wire
-from schemas.tables import Structure, TableCell
-from service.sdc import magnitudes, primary
+from schemas.tables import CountRules, Structure, TableCell
+from service.sdc import frequency, magnitudes, primary
 from service.sdc.errors import InputError
+from service.sdc.rules import MinimumFrequency
 from service.sdc.table import Hierarchy, LinkedTables, StructureError, Table
 from service.sdc.unions import UnionSource
 
@@ -31,6 +32,12 @@ def admit(body, request) -> tuple[wire.RuleSet | None, bool, float]:
     request.state.cell_keys = [c.key for c in body.cells]
     spec, disclose = (resolve_rules(body.rules, body.profile, settings)
                       if body.rules is not None or body.profile is not None else (None, True))
+    if body.counts is not None:
+        bad = [i for i, c in enumerate(body.cells)
+               if c.contributions is not None or c.summary is not None]
+        if bad:
+            raise InputError("cells of a count table carry counts as values, not "
+                             "contributions or summaries", field="contributions", cell=bad[0])
     return spec, disclose, solver_seconds(body.time_limit, settings)
 
 
@@ -90,7 +97,8 @@ class TableInputs:
 
 
 def table_inputs(structure: Structure, cells: list[TableCell], spec: wire.RuleSet | None,
-                 *, labels_with_parameters: bool) -> TableInputs:
+                 *, labels_with_parameters: bool, counts: CountRules | None = None
+                 ) -> TableInputs:
     space = space_from_wire(structure)
     n = space.n_cells
     convert.check_unique_keys([c.key for c in cells])
@@ -140,16 +148,43 @@ def table_inputs(structure: Structure, cells: list[TableCell], spec: wire.RuleSe
         lo = np.where(sensitive, verdict.lower_protection, 0.0)
         fired = verdict.fired & known
         labels = convert.rule_labels(spec.rules, with_parameters=labels_with_parameters)
+    unions = (UnionSource(m, ruleset, known=known, contributions=contributions)
+              if ruleset is not None and known.any() else None)
+    if counts is not None:
+        sensitive, up, labels, unions = _count_sensitivity(values, counts, request_of_cell)
+        lo = up.copy()
     for i, c in enumerate(cells):
         if c.protection is not None:
             j = where[i]
             sensitive[j] = True
             up[j] = max(up[j], c.protection.upper)
             lo[j] = max(lo[j], c.protection.lower)
-    unions = (UnionSource(m, ruleset, known=known, contributions=contributions)
-              if ruleset is not None and known.any() else None)
     return TableInputs(space, where, request_of_cell, values, lower, upper, sensitive, up, lo,
                        unions, labels, fired, np.where(known, m.count, 0.0))
+
+
+def _count_sensitivity(values, counts: CountRules, request_of_cell):
+    """Threshold rule on every cell of a count table (margins included), protection
+    ``range`` percent of the count (DESIGN item 4: 0 or a configured range)."""
+    bad = ~(np.isfinite(values) & (values >= 0) & (values == np.round(values)))
+    if bad.any():
+        # Name a cell the caller sent (a computed margin inherits its leaves' fault).
+        sent = request_of_cell[bad]
+        cell = int(sent[sent >= 0].min()) if (sent >= 0).any() else None
+        raise InputError("a count table needs whole counts >= 0 as cell values",
+                         field="value", cell=cell)
+    sensitive = frequency.threshold_rule(values, counts.threshold, zero_cells=counts.zero_cells)
+    # A union of suppressed cells counts the respondents of its members: the threshold
+    # rule on it is the minimum frequency rule on summed counts (seed 002 section 4).
+    n = len(values)
+    as_counts = magnitudes.Magnitudes(
+        value=values, total=values, count=values, largest=np.zeros((n, 2)),
+        target=np.zeros(n), requested=np.zeros(n), protectable=np.ones(n, bool),
+        all_zero=np.zeros(n, bool))
+    rule = primary.RuleSet((MinimumFrequency(int(np.ceil(counts.threshold))),))
+    unions = UnionSource(as_counts, rule)
+    level = np.where(sensitive, counts.range / 100.0 * values, 0.0)
+    return sensitive, level, ["threshold"], unions
 
 
 def _first_unknown(space, cells) -> int | None:
