@@ -7,7 +7,7 @@ import gc
 
 from fastapi import FastAPI
 
-from .api import access, audit, conversions, errors, health, sensitivity, suppress
+from .api import access, audit, conversions, errors, frequency, health, sensitivity, suppress
 from .api.work import Pool
 from .config import Settings
 from .keys import KeyStore
@@ -47,6 +47,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     errors.install(app)
     app.include_router(health.router)
     app.include_router(sensitivity.router)
+    app.include_router(frequency.router)
     app.include_router(conversions.router)
     app.include_router(audit.router)
     app.include_router(suppress.router)
