@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .filter import FilterPolicy
 from .rules import RuleSet
 
 
@@ -14,6 +15,8 @@ class Profile(BaseModel):
     disclose_measures: bool = Field(
         False, description="include S and protection levels in replies; from these and the "
         "contributions a caller can solve for the rule's parameters, so off by default")
+    filter: FilterPolicy | None = Field(
+        None, description="the online query filter's policy (POST /v1/filter)")
 
 
 class ProfileFile(BaseModel):

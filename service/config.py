@@ -23,6 +23,9 @@ SDC_QUEUE_DEPTH           2                      tasks waiting for a thread befo
 SDC_SHUTDOWN_SECONDS      75                     graceful shutdown: in-flight requests finish
 SDC_BODY_SECONDS          30                     a large body (admitted to the pool) must
                                                  arrive within this time, else 408
+SDC_NOISE_SECRET          (none)                 key of the noise multipliers of the online
+                                                 filter's noise approach (16+ characters;
+                                                 from a Secret, never in a profile file)
 ========================  =====================  ==============================================
 """
 
@@ -59,6 +62,8 @@ class Settings:
     shutdown_seconds: float = 75.0
     body_seconds: float = 30.0
     profiles: dict[str, Profile] = field(default_factory=dict)
+    # Never printed: a Settings repr may reach a log.
+    noise_secret: bytes | None = field(default=None, repr=False)
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -87,9 +92,18 @@ class Settings:
                 body_seconds=_positive(float(env.get("SDC_BODY_SECONDS", cls.body_seconds)),
                                        "SDC_BODY_SECONDS"),
                 profiles=load_profiles(path) if path else {},
+                noise_secret=_noise_secret(env.get("SDC_NOISE_SECRET")),
             )
         except ValueError as exc:
             raise ConfigError(f"bad setting: {exc}") from exc
+
+    def __post_init__(self) -> None:
+        if self.noise_secret is None:
+            noisy = [name for name, p in self.profiles.items()
+                     if p.filter is not None and p.filter.statistical.approach == "noise"]
+            if noisy:
+                raise ConfigError(f"profiles {noisy} use the noise approach but "
+                                  "SDC_NOISE_SECRET is not set")
 
 
 def default_threads() -> int:
@@ -126,6 +140,21 @@ def _key_file(path: str | None, host: str | None) -> Path | None:
     except KeyFileError as exc:
         raise ConfigError(f"SDC_API_KEYS_FILE: {exc}") from None
     return Path(path)
+
+
+#: Shortest noise secret accepted: 128 bits of a random key written as text.
+MIN_NOISE_SECRET = 16
+
+
+def _noise_secret(value: str | None) -> bytes | None:
+    """The key of the noise multipliers (seed 003 B.4, "the exact percent to remain
+    confidential"): the same key gives every respondent the same multiplier in every
+    process and after every restart, so it must come from configuration."""
+    if not value:
+        return None
+    if len(value) < MIN_NOISE_SECRET:
+        raise ConfigError(f"SDC_NOISE_SECRET must have at least {MIN_NOISE_SECRET} characters")
+    return value.encode("utf-8")
 
 
 def _positive(value: float, name: str) -> float:

@@ -29,6 +29,7 @@ class Metrics:
     pool_threads: Gauge
     solver_seconds: Histogram
     solver_outcomes: Counter
+    filter_decisions: Counter
 
     @classmethod
     def create(cls) -> Metrics:
@@ -61,6 +62,9 @@ class Metrics:
             solver_outcomes=Counter("sdc_solver_outcomes", "Solver runs by method and how they "
                                     "ended (optimal, time_limit, infeasible, error)",
                                     ["method", "status"], registry=registry),
+            filter_decisions=Counter("sdc_filter_decisions", "Online filter answers by "
+                                     "decision (publish, suppress, refuse)", ["decision"],
+                                     registry=registry),
         )
 
     def observe_solve(self, method: str, status: str, seconds: float) -> None:

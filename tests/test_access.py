@@ -203,7 +203,8 @@ def test_create_app_refuses_a_bad_key_file(tmp_path):
 
 #: Reply fields from which, with the contributions, a rule's parameters can be inferred.
 DIAGNOSTICS = {"measures", "upper_protection", "lower_protection", "interval", "missing_upper",
-               "missing_lower", "fired", "unions", "audit", "coefficients"}
+               "missing_lower", "fired", "unions", "audit", "coefficients",
+               "reasons"}
 
 
 def _diagnostics_in(value, path=""):

@@ -386,6 +386,13 @@ AUDIT_BODY = {
 }
 
 
+FILTER_BODY = {
+    "policy": {"filter": {"statistical": {"approach": "refuse"}}},
+    "query": {"variables": ["region"]},
+    "cells": [{"key": ["North"], "count": 12}],
+}
+
+
 @pytest.fixture(scope="module")
 def exported():
     """What the real app exports after a few requests: label names by series name, and
@@ -401,6 +408,7 @@ def exported():
             "rules": {"rules": [{"type": "p_percent", "p": 10}]}}).status_code == 200
         assert client.post("/v1/sensitivity", json={"cells": "none"}).status_code == 422
         assert client.post("/v1/audit", json=AUDIT_BODY).status_code == 200
+        assert client.post("/v1/filter", json=FILTER_BODY).status_code == 200
         text = client.get("/metrics").text
         routes = set(client.get("/openapi.json").json()["paths"]) | {"/metrics"}
     labels: dict[str, set[str]] = {}

@@ -75,7 +75,7 @@ def magnitudes_from_cells(cells: list[MagnitudeCell], spec: wire.RuleSet,
     return magnitudes.merge(len(cells), parts)
 
 
-def _renumbered(error: InputError, index: list[int]) -> InputError:
+def renumbered(error: InputError, index: list[int]) -> InputError:
     if error.cell is not None:
         error.cell = index[error.cell]
     return error
@@ -113,7 +113,7 @@ def _from_contributions(cells, index, spec, ruleset) -> magnitudes.Magnitudes:
             request=c.request, weights_mode=c.weights_mode, depth=ruleset.depth,
             negative=ruleset.negative, refuse_negative=ruleset.has_concentration_rule)
     except InputError as error:
-        raise _renumbered(error, index) from None
+        raise renumbered(error, index) from None
 
 
 def _from_summaries(cells, index, ruleset) -> magnitudes.Magnitudes:
@@ -130,4 +130,4 @@ def _from_summaries(cells, index, ruleset) -> magnitudes.Magnitudes:
             np.fromiter((s.count for s in summaries), np.float64, len(summaries)),
             largest, requested=requested, depth=ruleset.depth, negative=ruleset.negative)
     except InputError as error:
-        raise _renumbered(error, index) from None
+        raise renumbered(error, index) from None
