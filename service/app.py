@@ -7,7 +7,8 @@ import gc
 
 from fastapi import FastAPI
 
-from .api import access, audit, conversions, errors, frequency, health, sensitivity, suppress
+from .api import (access, audit, conversions, errors, frequency, health, query_filter,
+                  sensitivity, suppress)
 from .api.work import Pool
 from .config import Settings
 from .keys import KeyStore
@@ -51,6 +52,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(conversions.router)
     app.include_router(audit.router)
     app.include_router(suppress.router)
+    app.include_router(query_filter.router)
     access.install(app, KeyStore(settings.api_keys_file) if settings.api_keys_file else None)
     app.state.pool = Pool(settings.worker_threads, settings.queue_depth, metrics)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
