@@ -359,6 +359,9 @@ def test_errors_never_repeat_counts_or_thresholds(client):
     (lambda b: b["dimensions"][0].update(hierarchy=[{"k0": "R", "k1": "R", "k2": "R",
                                                      "k9": "R"}]),
      "dimensions.0.hierarchy.0"),
+    (lambda b: b["dimensions"][0].update(hierarchy=[{"k0": "R", "k1": "R", "k2": "S"},
+                                                    {"R": "C"}]),
+     "dimensions.0.hierarchy.1"),
 ])
 def test_bad_request_names_the_field(client, change, field):
     body = small(**extended(rule_1a=True))

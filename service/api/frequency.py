@@ -74,14 +74,14 @@ def _levels(dim: CountDimension, d: int) -> tuple[list[list[int]], list[list[str
     below = dim.codes
     for lvl, mapping in enumerate(dim.hierarchy):
         field = f"dimensions.{d}.hierarchy.{lvl}"
+        what = "leaf code" if lvl == 0 else f"level-{lvl} area"
         missing = [c for c in below if c not in mapping]
         if missing:
-            what = "leaf code" if lvl == 0 else f"level-{lvl} area"
             raise InputError(f"{what} '{missing[0]}' has no parent at level {lvl + 1}",
                              field=field)
         if len(mapping) != len(below):
-            what = "leaf code" if lvl == 0 else f"level-{lvl} area"
-            extra = next(c for c in mapping if c not in set(below))
+            known = set(below)
+            extra = next(c for c in mapping if c not in known)
             raise InputError(f"'{extra}' is not a {what} of dimension '{dim.name}'", field=field)
         areas: dict[str, int] = {}
         parents.append([areas.setdefault(mapping[c], len(areas)) for c in below])
