@@ -1,7 +1,6 @@
 """Keyed noise multipliers of seed 003 B.4 (service.sdc.noise)."""
 
 import hashlib
-import hmac
 
 import numpy as np
 import pytest
@@ -15,11 +14,13 @@ D, W = 0.10, 0.03
 
 def _reference(enterprise: str, establishment: str, secret: bytes, d: float, w: float) -> float:
     """The documented formula, computed independently for one respondent."""
-    def uniform(msg: bytes) -> float:
-        word = int.from_bytes(hmac.new(secret, msg, hashlib.sha256).digest()[:8], "big")
+    def uniform(person: bytes, msg: bytes) -> float:
+        key = secret if len(secret) <= 64 else hashlib.blake2b(secret).digest()
+        word = int.from_bytes(hashlib.blake2b(msg, key=key, digest_size=8,
+                                              person=person).digest(), "big")
         return (word >> 11) / 2**53
-    s = 1.0 if uniform(b"direction:" + enterprise.encode()) < 0.5 else -1.0
-    u = uniform(b"jitter:" + establishment.encode())
+    s = 1.0 if uniform(b"direction", enterprise.encode()) < 0.5 else -1.0
+    u = uniform(b"jitter", establishment.encode())
     return 1.0 + s * (d + w * (2 * u - 1))
 
 
@@ -29,6 +30,13 @@ def test_matches_documented_formula():
     m = noise.multipliers(ent, est, SECRET, D, W)
     expected = [_reference(e, s, SECRET, D, W) for e, s in zip(ent, est)]
     np.testing.assert_allclose(m, expected, rtol=0, atol=1e-15)
+
+
+def test_long_secret_is_hashed_to_a_key():
+    long = bytes(range(100))
+    m = noise.multipliers(["A"], ["A1"], long, D, W)
+    assert m[0] == pytest.approx(_reference("A", "A1", long, D, W), abs=1e-15)
+    assert m[0] != noise.multipliers(["A"], ["A1"], long[:64], D, W)[0]
 
 
 def test_same_ids_same_multipliers_across_calls():

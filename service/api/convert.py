@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 
@@ -65,7 +67,7 @@ def magnitudes_from_cells(cells: list[MagnitudeCell], spec: wire.RuleSet,
     Cells with contributions and cells with summaries may be mixed; each group goes
     through its own constructor and the results are merged in request order.
     """
-    with_contributions = [i for i, c in enumerate(cells) if c.contributions is not None]
+    with_contributions = [i for i, c in enumerate(cells) if c.summary is None]
     with_summary = [i for i, c in enumerate(cells) if c.summary is not None]
     parts = []
     if with_contributions:
@@ -81,28 +83,61 @@ def renumbered(error: InputError, index: list[int]) -> InputError:
     return error
 
 
+@dataclass(frozen=True)
+class _Columns:
+    """One cell's contributions as columns; ``None`` for a column nobody gave."""
+    value: list[float]
+    holding: list[str | None] | None = None
+    weight: list[float | None] | None = None
+    waiver: list[bool] | None = None
+    request: list[bool] | None = None
+
+
+def _columns(cell) -> _Columns:
+    """A cell's contributions, sent as objects or (the online filter's compact form) as
+    ``microdata`` columns."""
+    micro = getattr(cell, "microdata", None)
+    if micro is not None:
+        return _Columns(micro.value, micro.holding, micro.weight)
+    c = cell.contributions
+
+    def column(name, absent):
+        values = [getattr(x, name) for x in c]
+        return values if any(v is not absent for v in values) else None
+
+    return _Columns([x.value for x in c], column("holding", None), column("weight", None),
+                    column("waiver", False), column("request", False))
+
+
+def _flat(columns: list[_Columns], name: str, default, dtype, n: int) -> np.ndarray | None:
+    """Column ``name`` of every cell end to end, ``default`` where a cell lacks it; ``None``
+    when no cell has it."""
+    if all(getattr(c, name) is None for c in columns):
+        return None
+    parts = (getattr(c, name) or [default] * len(c.value) for c in columns)
+    return np.fromiter((default if v is None else v for v in chain.from_iterable(parts)),
+                       dtype, n)
+
+
 def contributions_of(cells, index: list[int], weights_mode) -> magnitudes.Contributions:
     """The contributions of ``cells[i] for i in index`` as flat arrays; cell ``k`` of the
     result is ``index[k]``'s position in ``index``."""
-    contributions = [cells[i].contributions for i in index]
-    sizes = np.fromiter((len(c) for c in contributions), np.int64, len(contributions))
-    flat = [x for c in contributions for x in c]
+    columns = [_columns(cells[i]) for i in index]
+    sizes = np.fromiter((len(c.value) for c in columns), np.int64, len(columns))
+    n = int(sizes.sum())
     cell = np.repeat(np.arange(len(index)), sizes)
-    value = np.fromiter((x.value for x in flat), np.float64, len(flat))
-    holding = weight = waiver = request = None
-    if any(x.holding is not None for x in flat):
-        codes: dict[str, int] = {}
-        holding = np.fromiter((-1 if x.holding is None else codes.setdefault(x.holding, len(codes))
-                               for x in flat), np.int64, len(flat))
-    if any(x.weight is not None for x in flat):
-        # A contribution without a weight in a weighted request counts once (weight 1).
-        weight = np.fromiter((1.0 if x.weight is None else x.weight for x in flat),
-                             np.float64, len(flat))
-    if any(x.waiver for x in flat):
-        waiver = np.fromiter((x.waiver for x in flat), bool, len(flat))
-    if any(x.request for x in flat):
-        request = np.fromiter((x.request for x in flat), bool, len(flat))
-    return magnitudes.Contributions(cell, value, holding, weight, waiver, request, weights_mode)
+    value = np.fromiter(chain.from_iterable(c.value for c in columns), np.float64, n)
+    holding = None
+    if any(c.holding is not None for c in columns):
+        names = list(chain.from_iterable(c.holding or [None] * len(c.value) for c in columns))
+        codes = {h: k for k, h in enumerate(h for h in dict.fromkeys(names) if h is not None)}
+        codes[None] = -1
+        holding = np.fromiter(map(codes.__getitem__, names), np.int64, n)
+    # A contribution without a weight in a weighted request counts once (weight 1).
+    return magnitudes.Contributions(
+        cell, value, holding, _flat(columns, "weight", 1.0, np.float64, n),
+        _flat(columns, "waiver", False, bool, n), _flat(columns, "request", False, bool, n),
+        weights_mode)
 
 
 def _from_contributions(cells, index, spec, ruleset) -> magnitudes.Magnitudes:

@@ -149,18 +149,10 @@ def _noise_screen(body, stat: NoisePolicy, secret: bytes, counts: list[int],
     if not others:
         return reasons, values
     for i in others:
-        if body.cells[i].contributions is None:
+        if body.cells[i].summary is not None:
             raise InputError("the noise approach needs each magnitude cell's contributions "
                              "with respondent ids, not a summary", field="summary", cell=i)
-    establishment, enterprise, owner = [], [], []
-    for i in others:
-        for k, x in enumerate(body.cells[i].contributions):
-            if x.respondent is None:
-                raise InputError("the noise approach needs the respondent of every "
-                                 "contribution", field=f"contributions.{k}.respondent", cell=i)
-            establishment.append(x.respondent)
-            enterprise.append(x.respondent if x.holding is None else x.holding)
-            owner.append(i)
+    establishment, enterprise, owner = _respondents(body.cells, others)
     c = convert.contributions_of(body.cells, others, "replicate")
     rules = qf.NoiseRules(stat.d, stat.jitter, stat.ratio_range[0], stat.ratio_range[1],
                           stat.min_weighted_count, stat.p)
@@ -182,3 +174,31 @@ def _noise_screen(body, stat: NoisePolicy, secret: bytes, counts: list[int],
     for j, v in enumerate(noisy.noisy_value.tolist()):
         values[others[j]] = v
     return reasons, values
+
+
+def _respondents(cells, index: list[int]) -> tuple[list[str], list[str], list[int]]:
+    """Establishment and enterprise id of every contribution of ``cells[i] for i in index``
+    (in :func:`convert.contributions_of`'s order), and the cell each belongs to; a
+    contribution's enterprise is its holding, or itself."""
+    establishment: list[str] = []
+    enterprise: list[str] = []
+    owner: list[int] = []
+    for i in index:
+        micro = cells[i].microdata
+        if micro is not None:
+            if micro.respondent is None:
+                raise InputError("the noise approach needs the respondent of every "
+                                 "contribution", field="microdata.respondent", cell=i)
+            establishment += micro.respondent
+            enterprise += (micro.respondent if micro.holding is None else
+                           [r if h is None else h for r, h in zip(micro.respondent, micro.holding)])
+            owner += [i] * len(micro.value)
+            continue
+        for k, x in enumerate(cells[i].contributions):
+            if x.respondent is None:
+                raise InputError("the noise approach needs the respondent of every "
+                                 "contribution", field=f"contributions.{k}.respondent", cell=i)
+            establishment.append(x.respondent)
+            enterprise.append(x.respondent if x.holding is None else x.holding)
+            owner.append(i)
+    return establishment, enterprise, owner

@@ -1,0 +1,156 @@
+"""Online filter latency: ``POST /v1/filter`` with a 50-cell answer at a fixed request rate
+against a real server on loopback. Run with ``scripts/bench filter`` (not part of CI).
+
+Open loop, so that a slow reply cannot hide the requests that would have queued behind it
+(coordinated omission): request ``i`` is due at ``t0 + i / rate``; it goes out on the first
+free keep-alive connection, and its latency is counted from when it was due, not from when
+it was sent. The server runs with API keys (the filter role's key is checked on every
+request, as in production), a noise secret, and a profile file holding the two policies.
+
+Scenarios (``--seconds`` each, default 30, after a 3 s warm-up):
+
+* ``noise``: the ARMS approach, 50 magnitude cells with 4-8 contributions each and their
+  respondent and enterprise ids (multipliers, noisy tabulation, the three criteria), sent
+  as ``microdata`` columns and as contribution objects;
+* ``refuse``: the AQS approach on the same answers (p%-rule and minimum frequency);
+* ``refuse, counts``: the AQS approach on 50 count cells.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.load import FILTER_KEY, _read_reply, _request  # noqa: E402
+from benchmarks.loadgen import server  # noqa: E402
+from service import keys  # noqa: E402
+
+RULES = {"rules": [{"type": "p_percent", "p": 10}, {"type": "frequency", "n": 3}]}
+QUERY_RULES = {"max_dimensions": 3, "min_area_population": {"county": 20000},
+               "forbidden_combinations": [["age", "occupation"]]}
+PROFILES = {"profiles": {
+    "online-noise": {"rules": RULES, "filter": {"query": QUERY_RULES, "statistical": {
+        "approach": "noise", "d": 0.1, "jitter": 0.03, "ratio_range": [0.85, 1.15],
+        "min_weighted_count": 3, "p": 10}}},
+    "online-refuse": {"rules": RULES, "filter": {"query": QUERY_RULES,
+                                                 "statistical": {"approach": "refuse"}}},
+}}
+QUERY = {"variables": ["industry", "county"], "population": 500000,
+         "area_population": {"county": 45000}}
+
+
+def answer(n_cells: int, seed: int, form: str = "microdata") -> list[dict]:
+    """A query's answer: ``n_cells`` cells keyed (industry, county), as ``"counts"``, or
+    magnitudes with 4-8 contributions each as ``"microdata"`` columns or ``"objects"``."""
+    rng = np.random.default_rng(seed)
+    cells = []
+    for i in range(n_cells):
+        key = [f"industry-{i // 10}", f"county-{i % 10}"]
+        if form == "counts":
+            cells.append({"key": key, "count": int(rng.integers(0, 40))})
+            continue
+        values = [round(float(v), 2) for v in rng.lognormal(8, 1.2, int(rng.integers(4, 9)))]
+        respondents = [f"est-{i}-{j}" for j in range(len(values))]
+        holdings = [f"ent-{i}-{j // 2}" for j in range(len(values))]
+        if form == "microdata":
+            cells.append({"key": key, "microdata": {"value": values, "respondent": respondents,
+                                                    "holding": holdings}})
+        else:
+            cells.append({"key": key, "contributions": [
+                {"value": v, "respondent": r, "holding": h}
+                for v, r, h in zip(values, respondents, holdings)]})
+    return cells
+
+
+async def _open_loop(port: int, raw: bytes, rate: float, seconds: float,
+                     connections: int) -> tuple[np.ndarray, dict, float]:
+    """Send ``raw`` at ``rate`` per second for ``seconds``; latencies from due times."""
+    n = int(rate * seconds)
+    due = asyncio.Queue()
+    latencies: list[float] = []
+    statuses: dict[int, int] = {}
+
+    async def connection():
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            while True:
+                t_due = await due.get()
+                if t_due is None:
+                    return
+                writer.write(raw)
+                status, _ = await _read_reply(reader)
+                latencies.append(time.perf_counter() - t_due)
+                statuses[status] = statuses.get(status, 0) + 1
+        finally:
+            writer.close()
+
+    workers = [asyncio.create_task(connection()) for _ in range(connections)]
+    start = time.perf_counter()
+    for i in range(n):
+        t_due = start + i / rate
+        delay = t_due - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        due.put_nowait(t_due)
+    for _ in workers:
+        due.put_nowait(None)
+    await asyncio.gather(*workers)
+    return np.array(latencies), statuses, time.perf_counter() - start
+
+
+def measure(port: int, body: dict, rate: float, seconds: float, connections: int) -> str:
+    raw = _request("/v1/filter", orjson.dumps(body), FILTER_KEY)
+    asyncio.run(_open_loop(port, raw, rate, 3, connections))      # warm-up
+    lat, statuses, elapsed = asyncio.run(_open_loop(port, raw, rate, seconds, connections))
+    ms = lat * 1000
+    return (f"{len(lat) / elapsed:7.0f} req/s  p50 {np.percentile(ms, 50):6.2f} ms  "
+            f"p90 {np.percentile(ms, 90):6.2f} ms  p99 {np.percentile(ms, 99):6.2f} ms  "
+            f"max {ms.max():7.2f} ms  statuses {dict(sorted(statuses.items()))}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rate", type=float, default=500, help="requests per second")
+    parser.add_argument("--seconds", type=float, default=30, help="per scenario")
+    parser.add_argument("--cells", type=int, default=50)
+    parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument("--workers", type=int, default=1, help="SDC_WORKERS (processes)")
+    args = parser.parse_args()
+
+    micro, objects = answer(args.cells, 1), answer(args.cells, 1, "objects")
+    scenarios = {
+        "noise, microdata": {"profile": "online-noise", "query": QUERY, "cells": micro},
+        "noise, objects": {"profile": "online-noise", "query": QUERY, "cells": objects},
+        "refuse, microdata": {"profile": "online-refuse", "query": QUERY, "cells": micro},
+        "refuse, objects": {"profile": "online-refuse", "query": QUERY, "cells": objects},
+        "refuse, counts": {"profile": "online-refuse", "query": QUERY,
+                           "cells": answer(args.cells, 2, "counts")},
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        key_file, profiles = Path(tmp) / "keys.json", Path(tmp) / "profiles.json"
+        key_file.write_text(json.dumps({"keys": [
+            {"id": "load-filter", "role": "filter", "hash": keys.hash_key(FILTER_KEY)}]}))
+        profiles.write_text(json.dumps(PROFILES))
+        env = {"SDC_API_KEYS_FILE": str(key_file), "SDC_PROFILES": str(profiles),
+               "SDC_NOISE_SECRET": "benchmark-noise-secret-0123456789"}
+        with server(env, workers=args.workers) as url:
+            port = int(url.rsplit(":", 1)[1])
+            print(f"POST /v1/filter, {args.cells} cells, open loop at {args.rate:.0f} req/s for "
+                  f"{args.seconds:.0f} s per scenario, {args.connections} connections, "
+                  f"{args.workers} server process(es), latency from each request's due time:")
+            for name, body in scenarios.items():
+                print(f"  {name:<18} {measure(port, body, args.rate, args.seconds, args.connections)}")
+
+
+if __name__ == "__main__":
+    main()
