@@ -23,9 +23,10 @@ SDC_QUEUE_DEPTH           2                      tasks waiting for a thread befo
 SDC_SHUTDOWN_SECONDS      75                     graceful shutdown: in-flight requests finish
 SDC_BODY_SECONDS          30                     a large body (admitted to the pool) must
                                                  arrive within this time, else 408
-SDC_NOISE_SECRET          (none)                 key of the noise multipliers of the online
-                                                 filter's noise approach (16+ characters;
-                                                 from a Secret, never in a profile file)
+SDC_NOISE_SECRET_FILE     (none)                 file holding the key of the noise multipliers
+                                                 of the online filter's noise approach (16+
+                                                 characters, no spaces; a mounted Secret)
+SDC_NOISE_SECRET          (none)                 the same key given directly (developers)
 ========================  =====================  ==============================================
 """
 
@@ -92,7 +93,8 @@ class Settings:
                 body_seconds=_positive(float(env.get("SDC_BODY_SECONDS", cls.body_seconds)),
                                        "SDC_BODY_SECONDS"),
                 profiles=load_profiles(path) if path else {},
-                noise_secret=_noise_secret(env.get("SDC_NOISE_SECRET")),
+                noise_secret=_noise_secret(env.get("SDC_NOISE_SECRET"),
+                                           env.get("SDC_NOISE_SECRET_FILE")),
             )
         except ValueError as exc:
             raise ConfigError(f"bad setting: {exc}") from exc
@@ -146,14 +148,24 @@ def _key_file(path: str | None, host: str | None) -> Path | None:
 MIN_NOISE_SECRET = 16
 
 
-def _noise_secret(value: str | None) -> bytes | None:
+def _noise_secret(value: str | None, path: str | None) -> bytes | None:
     """The key of the noise multipliers (seed 003 B.4, "the exact percent to remain
     confidential"): the same key gives every respondent the same multiplier in every
-    process and after every restart, so it must come from configuration."""
+    process and after every restart, so it must come from configuration. A value with
+    white space is refused: it is a placeholder or prose, not a generated key."""
+    if value and path:
+        raise ConfigError("set SDC_NOISE_SECRET or SDC_NOISE_SECRET_FILE, not both")
+    if path:
+        try:
+            value = Path(path).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"cannot read SDC_NOISE_SECRET_FILE {path}: {exc}") from None
     if not value:
         return None
-    if len(value) < MIN_NOISE_SECRET:
-        raise ConfigError(f"SDC_NOISE_SECRET must have at least {MIN_NOISE_SECRET} characters")
+    if len(value) < MIN_NOISE_SECRET or any(ch.isspace() for ch in value):
+        raise ConfigError(f"the noise secret must have at least {MIN_NOISE_SECRET} characters "
+                          "and no white space (e.g. python -c 'import secrets; "
+                          "print(secrets.token_urlsafe(32))')")
     return value.encode("utf-8")
 
 

@@ -38,7 +38,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from yamllint import linter
 from yamllint.config import YamlLintConfig
 
-from service.config import Settings, load_profiles
+from service.config import ConfigError, Settings, load_profiles
 from service.keys import KeyFileError, load_key_file, verify
 from service.metrics import REJECTION_REASONS, SOLVER_STATUSES
 
@@ -244,14 +244,18 @@ def test_deployment_environment_is_one_the_service_starts_with(tmp_path):
     files = mounted_files(c, spec, {profiles["metadata"]["name"]: profiles["data"],
                                     secret["metadata"]["name"]: secret["stringData"]})
     assert env["SDC_PROFILES"] in files and env["SDC_API_KEYS_FILE"] in files
+    assert env["SDC_NOISE_SECRET_FILE"] in files
     # The service reads the mounted files: the profiles as mounted, and in place of the
-    # template's placeholder keys the local example keys.
+    # template's placeholder keys and noise secret the local example keys and a real one.
     (tmp_path / "profiles.json").write_text(files[env["SDC_PROFILES"]])
+    (tmp_path / "noise-secret").write_text("x7Qm2pV9rT4wL8sK1nB6cJ3hF5dG0aZe\n")
     local = dict(env, SDC_PROFILES=str(tmp_path / "profiles.json"),
-                 SDC_API_KEYS_FILE=str(LOCAL_KEYS))
+                 SDC_API_KEYS_FILE=str(LOCAL_KEYS),
+                 SDC_NOISE_SECRET_FILE=str(tmp_path / "noise-secret"))
     settings = Settings.from_env(local)
     assert settings.host == "0.0.0.0" and settings.workers == 1
     assert settings.profiles and settings.api_keys_file == LOCAL_KEYS
+    assert settings.noise_secret is not None
 
 
 def test_profiles_config_map_is_the_example_profile_file(tmp_path):
@@ -271,6 +275,9 @@ def test_secret_template_is_a_template_that_cannot_start_the_service(tmp_path):
     (tmp_path / "keys.json").write_text(values["api-keys.json"])
     with pytest.raises(KeyFileError, match="hash"):
         load_key_file(tmp_path / "keys.json")
+    (tmp_path / "noise-secret").write_text(values["noise-secret"])
+    with pytest.raises(ConfigError, match="white space"):
+        Settings.from_env({"SDC_NOISE_SECRET_FILE": str(tmp_path / "noise-secret")})
 
 
 # --- Linters ----------------------------------------------------------------------------

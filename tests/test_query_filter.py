@@ -109,9 +109,19 @@ def test_noise_profile_needs_a_secret():
     assert Settings(profiles={"online": profile}, noise_secret=SECRET).profiles
 
 
-def test_noise_secret_from_environment_is_checked_and_never_printed():
+def test_noise_secret_from_environment_is_checked_and_never_printed(tmp_path):
     with pytest.raises(ConfigError, match="at least 16"):
         Settings.from_env({"SDC_NOISE_SECRET": "short"})
     s = Settings.from_env({"SDC_NOISE_SECRET": SECRET.decode()})
     assert s.noise_secret == SECRET
     assert SECRET.decode() not in repr(s)
+    path = tmp_path / "noise-secret"
+    path.write_text(SECRET.decode() + "\n")      # as a mounted Secret may end
+    assert Settings.from_env({"SDC_NOISE_SECRET_FILE": str(path)}).noise_secret == SECRET
+    path.write_text("REPLACE with: python -c 'import secrets; ...'")   # the template's
+    with pytest.raises(ConfigError, match="white space"):
+        Settings.from_env({"SDC_NOISE_SECRET_FILE": str(path)})
+    with pytest.raises(ConfigError, match="not both"):
+        Settings.from_env({"SDC_NOISE_SECRET_FILE": str(path), "SDC_NOISE_SECRET": "x" * 20})
+    with pytest.raises(ConfigError, match="cannot read"):
+        Settings.from_env({"SDC_NOISE_SECRET_FILE": str(tmp_path / "missing")})
