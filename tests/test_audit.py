@@ -408,3 +408,31 @@ def test_tolerance_widens_each_relation_to_a_band():
     assert feasibility_intervals(t, values, nothing, tolerance=0.5).status == "optimal"
     with pytest.raises(InputError, match="tolerance"):
         feasibility_intervals(t, values, nothing, tolerance=-1)
+
+
+def test_limit_run_counts_from_the_time_already_spent():
+    """HiGHS 1.x measures ``time_limit`` against the run time of all of an object's runs
+    (ERGO-Code/HiGHS#1331): a model reused past its limit must still get its seconds."""
+    import highspy
+
+    from service.sdc.audit import limit_run
+
+    rng = np.random.default_rng(0)
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    n, m = 300, 200
+    h.addVars(n, np.zeros(n), np.full(n, 10.0))
+    a = rng.random((m, n))
+    for r in range(m):
+        idx = np.flatnonzero(a[r] < 0.3).astype(np.int32)
+        h.addRow(-np.inf, 50.0, len(idx), idx, a[r, idx])
+    h.changeColsCost(n, np.arange(n, dtype=np.int32), -rng.random(n))
+    while h.getRunTime() < 0.3:        # a model that has already run for 0.3 s
+        h.clearSolver()
+        limit_run(h, 60.0)
+        h.run()
+    h.clearSolver()
+    limit_run(h, 0.2)
+    h.run()
+    assert h.getModelStatus() == highspy.HighsModelStatus.kOptimal
+    assert h.getRunTime() > 0.3

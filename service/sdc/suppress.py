@@ -67,7 +67,7 @@ import highspy
 import numpy as np
 import scipy.sparse as sp
 
-from .audit import PatternAudit, audit_pattern
+from .audit import PatternAudit, audit_pattern, limit_run
 from .errors import InputError
 
 COST_KINDS = ("value", "unity", "contributors", "log", "weights")
@@ -252,7 +252,7 @@ class _Attacker:
         remaining = self.p.deadline - time.perf_counter()
         if remaining <= 0:
             return np.nan, None, "time_limit"
-        self.h.setOptionValue("time_limit", float(remaining))
+        limit_run(self.h, remaining)
         self.h.run()
         status = self.h.getModelStatus()
         if status == _MS.kOptimal:
@@ -482,7 +482,7 @@ def _fast(p: _Problem, att: _Attacker):
         col, opposite = (i, n + i) if sense > 0 else (n + i, i)
         model.changeColBounds(col, level, max(level, upper_cols[col]))
         model.changeColBounds(opposite, 0.0, 0.0)   # else up and down cancel out
-        model.setOptionValue("time_limit", float(remaining))
+        limit_run(model, remaining)
         model.run()
         iters += 1
         status = model.getModelStatus()
@@ -573,7 +573,7 @@ def _exact(p: _Problem, att: _Attacker, incumbent: np.ndarray, relations, unions
         if remaining <= 0:
             return best, "time_limit", "time limit reached; best safe pattern returned", \
                 lower, iters
-        h.setOptionValue("time_limit", float(remaining))
+        limit_run(h, remaining)
         h.setOptionValue("mip_rel_gap", 1e-9)
         # The best safe pattern satisfies every cut: a start for HiGHS, and a bound no
         # better pattern may exceed.
@@ -632,7 +632,7 @@ def _root_cuts(h: highspy.Highs, p: _Problem, att: _Attacker, n: int,
             remaining = p.deadline - time.perf_counter()
             if remaining <= 0:
                 break
-            h.setOptionValue("time_limit", float(remaining))
+            limit_run(h, remaining)
             h.run()
             if h.getModelStatus() != _MS.kOptimal:
                 break
