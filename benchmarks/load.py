@@ -6,8 +6,8 @@ key check is part of what is measured), a fixed number of keep-alive connections
 duration, and it stops by itself.
 
 1. **Mixed** (``--seconds``, default 60): closed-loop connections, each sending one kind
-   of request: primary sensitivity of 100 cells (the online filter's case, filter role),
-   audit of a 20 x 20 table with margins and a suppression pattern, secondary suppression
+   of request: the online filter on a 50-cell answer (``/v1/filter``, noise approach,
+   filter role), primary sensitivity of 100 cells (filter role), audit of a 20 x 20 table with margins and a suppression pattern, secondary suppression
    of a 10 x 10 table, and one connection cycling through the OpenAPI example of every
    other ``/v1`` operation (so routes added later are included). Expected: no status
    other than 200, and 503 only by design.
@@ -212,6 +212,14 @@ def example_requests(url: str, covered: set[str]) -> list[tuple[str, bytes]]:
     return out
 
 
+def filter_body() -> dict:
+    """A 50-cell query answer for the noise approach (as in ``benchmarks.filter``)."""
+    from benchmarks.filter import PROFILES, QUERY, answer
+    profile = PROFILES["profiles"]["online-noise"]
+    return {"policy": {"rules": profile["rules"], "filter": profile["filter"]},
+            "query": QUERY, "cells": answer(50, 1)}
+
+
 def rss_mib(url: str) -> float:
     text = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
     for line in text.splitlines():
@@ -236,19 +244,23 @@ def main() -> None:
             {"id": "load-filter", "role": "filter", "hash": keys.hash_key(FILTER_KEY)},
             {"id": "load-analyst", "role": "analyst", "hash": keys.hash_key(ANALYST_KEY)}]}))
         env = {"SDC_API_KEYS_FILE": str(key_file), "SDC_WORKER_THREADS": str(args.threads),
-               "SDC_QUEUE_DEPTH": str(args.queue)}
+               "SDC_QUEUE_DEPTH": str(args.queue),
+               "SDC_NOISE_SECRET": "load-test-noise-secret-0123456789"}
         with server(env) as url:
             port = int(url.rsplit(":", 1)[1])
             dims, cells = table(10, 10, seed=1)
             suppress = {"structure": {"dimensions": dims}, "cells": cells, "rules": RULES,
                         "method": "fast"}
             sens = _request("/v1/sensitivity", orjson.dumps(sensitivity_body(100, 1)), FILTER_KEY)
-            mix = [[("sensitivity 100 cells", sens)]] * args.filter_connections + [
+            online = _request("/v1/filter", orjson.dumps(filter_body()), FILTER_KEY)
+            mix = [[("filter 50 cells", online)]] * (args.filter_connections - 1) + [
+                [("sensitivity 100 cells", sens)],
                 [("audit 20x20", _request("/v1/audit", orjson.dumps(audit_body(url, 20)),
                                           ANALYST_KEY))],
                 [("suppress 10x10 fast", _request("/v1/suppress", orjson.dumps(suppress),
                                                   ANALYST_KEY))]]
-            others = example_requests(url, {"/v1/sensitivity", "/v1/audit", "/v1/suppress"})
+            others = example_requests(url, {"/v1/sensitivity", "/v1/audit", "/v1/suppress",
+                                            "/v1/filter"})
             if others:
                 mix.append(others)
             run(port, mix, 3)   # warm-up

@@ -393,11 +393,13 @@ def suppress(relations, values, sensitive, upper_protection, lower_protection, *
     lower_bound = np.nan
     if y is not None:
         # The clean-up re-solves attacks per candidate and can cost far more than finding
-        # the pattern: it gets as long as the protection phase plus 5 s, most expensive cells
-        # first, so the largest savings come early. Under "exact" it only seeds the MIP.
+        # the pattern: it gets a quarter of the protection phase's time plus 2 s, most
+        # expensive cells first, so the largest savings come early (100 x 100 hierarchical
+        # table, 1,036 primaries: 20 s protection; a clean-up as long again saved 0.6% more
+        # of the cost). Under "exact" it only seeds the MIP.
         spent = time.perf_counter() - start
         share = 0.3 if method == "exact" else 0.8
-        until = min(p.deadline, start + share * time_limit, start + 2 * spent + 5.0)
+        until = min(p.deadline, start + share * time_limit, start + 1.25 * spent + 2.0)
         y = _remove_superfluous(p, att, y, witness, until)
     if y is not None and method == "exact":
         # The incumbent must be safe in every respect, unions included (see _exact).
