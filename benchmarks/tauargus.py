@@ -63,13 +63,23 @@ class TauResult:
     primary: np.ndarray | None = None       # tau-ARGUS's own primary (U) cells
 
 
-def _hrc(path: Path, g: GeneratedTable, d: int) -> str:
+def tau_codes(g: GeneratedTable, d: int) -> list[str]:
+    """Codes of dimension ``d`` as written for tau-ARGUS: the total as ``Total``, every other
+    code as its position, zero-padded to one width. tau-ARGUS right-aligns microdata codes
+    in their fixed-width field but matches them against a hierarchy file as written, so
+    codes of different lengths ("a9", "a10") are not found ("code not in code list")."""
+    h = g.table.dimensions[d]
+    width = len(str(h.n_codes - 1))
+    return ["Total"] + [f"{i:0{width}d}" for i in range(1, h.n_codes)]
+
+
+def _hrc(path: Path, g: GeneratedTable, d: int, codes: list[str]) -> str:
     """tau-ARGUS hierarchy file: one code a line, ``@`` per level below the first."""
     h = g.table.dimensions[d]
     depth = np.zeros(h.n_codes, dtype=int)
     for i in range(1, h.n_codes):          # pre-order: a parent comes before its children
         depth[i] = depth[h.parent[i]] + 1
-    lines = ["@" * (depth[i] - 1) + h.codes[i] for i in range(1, h.n_codes)]
+    lines = ["@" * (depth[i] - 1) + codes[i] for i in range(1, h.n_codes)]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return str(path)
 
@@ -81,10 +91,11 @@ def write_inputs(g: GeneratedTable, method: str, workdir: Path, minutes: int) ->
     t = g.table
     names = list(t.names)
     pos = t.key_positions[g.leaf_cell]
-    micro = {name: np.asarray(h.codes, dtype=object)[pos[:, d]].tolist()
-             for d, (name, h) in enumerate(zip(names, t.dimensions))}
+    codes = [tau_codes(g, d) for d in range(len(names))]
+    micro = {name: np.asarray(codes[d], dtype=object)[pos[:, d]].tolist()
+             for d, name in enumerate(names)}
     micro[RESPONSE] = g.leaf_value.astype(np.int64).tolist()
-    hrc = {name: _hrc(workdir / f"{name}.hrc", g, d)
+    hrc = {name: _hrc(workdir / f"{name}.hrc", g, d, codes[d])
            for d, (name, h) in enumerate(zip(names, t.dimensions))
            if not h.is_leaf[1:].all()}
     suppress = (f"OPT(1,{minutes})" if method == "OPT"
@@ -98,9 +109,10 @@ def write_inputs(g: GeneratedTable, method: str, workdir: Path, minutes: int) ->
 def read_pattern(g: GeneratedTable, tab: Path) -> tuple[np.ndarray, np.ndarray]:
     """Suppressed (``U`` or ``M``) and primary (``U``) cells of our table from a ``.tab``."""
     n_dims = len(g.table.dimensions)
+    ours = [dict(zip(tau_codes(g, d), g.table.dimensions[d].codes)) for d in range(n_dims)]
     rows = [line.split(";") for line in tab.read_text(encoding="utf-8").splitlines() if line]
-    codes = np.array([[c.strip().strip('"').strip() for c in r[:n_dims]] for r in rows],
-                     dtype=object)
+    codes = np.array([[ours[d][c.strip().strip('"').strip()] for d, c in enumerate(r[:n_dims])]
+                      for r in rows], dtype=object)
     status = np.array([r[n_dims + 3] for r in rows])
     cells = np.asarray(g.table.cell_indices(codes.T))
     suppressed = np.zeros(g.n_cells, bool)
