@@ -212,6 +212,9 @@ SIZES: dict[str, dict] = {
     "100x100 hier": dict(shape=(100, 100), groups=(10, 10)),
     "20x20x10": dict(shape=(20, 20, 10)),
     "250x200": dict(shape=(250, 200)),
+    # With 10% primaries every row holds about 20 that protect one another (no secondary
+    # is needed); with 2% the suppression problem is real.
+    "250x200 sparse": dict(shape=(250, 200), singleton_share=0.01, pair_share=0.01),
 }
 
 
