@@ -511,11 +511,6 @@ def test_frequency_range_defaults_to_zero(client):
     assert cell["upper_protection"] == 0.0
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: frequency_range is documented (schemas/rules.py "
-                   "RuleSet.frequency_range, service/sdc/primary.py RuleSet) as the level for "
-                   "cells ONLY frequency rules flag, but primary.assess takes the max over all "
-                   "fired rules including MinimumFrequency.upper_protection, so the range also "
-                   "overrides concentration-rule levels")
 def test_frequency_range_does_not_apply_when_a_concentration_rule_fires(client):
     # 100, 10: N = 2 < 3 fires; p%: S = 100 - 10*0 = 100 fires, upper = 0.1*100 - 0 = 10.
     # The cell is not flagged by frequency rules only, so the range (50% of 110 = 55)
@@ -595,12 +590,14 @@ def test_conversion_p50_to_dominance_seed_003_table_1(client):
     assert k2["rule"]["k"] == pytest.approx(80.0)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: service/api/conversions.py / service/sdc/"
-                   "conversions.py ignore the coalition size c: pq(10,50,c=3) is answered "
-                   "with an 'equivalent' p_percent(p=20, c=1), which flags different cells")
 def test_conversion_keeps_the_coalition_size(client):
     found = find(convert(client, {**PQ, "c": 3}), type="p_percent", relation="equivalent")
     assert [(e["rule"]["p"], e["rule"]["c"]) for e in found] == [(pytest.approx(20.0), 3)]
+    # the dominance relations hold for one intruder only: none for c = 3
+    assert not find(convert(client, {**PQ, "c": 3}), type="dominance")
+    back = convert(client, {"type": "p_percent", "p": 20, "c": 3})
+    assert [(e["rule"]["type"], e["rule"]["q"], e["rule"]["c"]) for e in back] == \
+        [("pq", 100.0, 3)]
 
 
 # --------------------------------------------------------------------------- operations

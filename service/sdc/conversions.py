@@ -103,7 +103,8 @@ def _equivalents(kind: str, params: dict, negative_factor: float | None) -> list
     ----------
     kind : {"dominance", "p_percent", "pq"}
     params : dict
-        ``{"n", "k"}``, ``{"p"}`` or ``{"p", "q"}``.
+        ``{"n", "k"}``, ``{"p"}`` or ``{"p", "q"}``, with ``"c"`` (coalition size) for
+        the last two.
     negative_factor : float, optional
         ``f > 1``: return only the rule relaxed for negative values (seed 004 strategy 1).
 
@@ -128,12 +129,14 @@ def _equivalents(kind: str, params: dict, negative_factor: float | None) -> list
             out.append(Equivalent("p_percent", {"p": p_covering_1k(k)}, "more_protective",
                                   "seed 003 D"))
     elif kind == "p_percent":
-        p = params["p"]
+        p, c = params["p"], _coalition(params)
         if negative_factor is not None:
-            return [Equivalent("p_percent", {"p": p_relaxed(p, negative_factor)}, neg,
+            return [Equivalent("p_percent", {"p": p_relaxed(p, negative_factor), **c}, neg,
                                "seed 000 Negative contributions; seed 004 strategy 1")]
-        out.append(Equivalent("pq", {"p": p, "q": 100.0}, "equivalent",
+        out.append(Equivalent("pq", {"p": p, "q": 100.0, **c}, "equivalent",
                               "seed 002 section 2; seed 000 The (p,q)-rule"))
+        if c:
+            return out   # the dominance relations below are the seeds' for one intruder
         out.append(Equivalent("dominance", {"n": 2, "k": k2_from_p_seed000(p)},
                               "more_protective", "seed 000 p%-rule and dominance-rule (proof A)"))
         out.append(Equivalent("dominance", {"n": 1, "k": k1_from_p(p / 100.0)},
@@ -141,12 +144,14 @@ def _equivalents(kind: str, params: dict, negative_factor: float | None) -> list
         out.append(Equivalent("dominance", {"n": 2, "k": k2_from_p(p / 100.0)},
                               "less_protective", "seed 003 B.1.d Table 1"))
     elif kind == "pq":
-        p, q = params["p"], params["q"]
+        p, q, c = params["p"], params["q"], _coalition(params)
         if negative_factor is not None:
-            return [Equivalent("pq", {"p": p, "q": q * negative_factor}, neg,
+            return [Equivalent("pq", {"p": p, "q": q * negative_factor, **c}, neg,
                                "seed 004 strategy 1")]
-        out.append(Equivalent("p_percent", {"p": p_star(p, q)}, "equivalent",
+        out.append(Equivalent("p_percent", {"p": p_star(p, q), **c}, "equivalent",
                               "seed 000 eq-p-star; seed 004 eq. (1)"))
+        if c:
+            return out
         out.append(Equivalent("dominance", {"n": 1, "k": k1_from_p(p / q)},
                               "less_protective", "seed 003 B.1.d Table 1 (q/p)"))
         out.append(Equivalent("dominance", {"n": 2, "k": k2_from_p(p / q)},
@@ -154,6 +159,17 @@ def _equivalents(kind: str, params: dict, negative_factor: float | None) -> list
     else:
         raise ValueError(f"no conversions for rule type {kind!r}")
     return out
+
+
+def _coalition(params: dict) -> dict:
+    """``{"c": c}`` for a coalition of more than one intruder, else ``{}``.
+
+    The conversions between the p%- and (p,q)-rules keep the coalition (seed 003 B.1.a:
+    ``c`` enters both measures the same way). The dominance relations (seed 000 proof A,
+    seed 003 B.1.d Table 1) are derived for a single intruder, so for ``c > 1`` none is
+    returned rather than one that flags different cells."""
+    c = params.get("c", 1)
+    return {"c": c} if c != 1 else {}
 
 
 def _valid(e: Equivalent) -> bool:

@@ -156,11 +156,11 @@ def _all_zero(n_cells: int, cell: np.ndarray, value: np.ndarray) -> np.ndarray:
     return present & (np.bincount(cell, weights=np.abs(value), minlength=n_cells) == 0)
 
 
-def _check_totals(published: np.ndarray) -> None:
+def _check_totals(published: np.ndarray, field: str = "contributions.value") -> None:
     overflow = ~np.isfinite(published)
     if overflow.any():
         raise InputError("the cell's total overflows the range of 64-bit floating point",
-                         field="contributions.value", cell=_first(overflow))
+                         field=field, cell=_first(overflow))
 
 
 def _run_starts(sorted_cell: np.ndarray) -> np.ndarray:
@@ -463,7 +463,7 @@ def from_summaries(
     ]
     if negative.mode == "shift":
         total = total + count * negative.shift
-        _check_totals(total)
+        _check_totals(total, "summary.total")
         given = np.where(known, given + negative.shift, 0.0)
         checks.append(((total < 0) | (given < 0).any(axis=1), "summary",
                        "a value is below the a-priori bound -M of the shift transformation"))

@@ -122,8 +122,9 @@ def assess(m: Magnitudes, ruleset: RuleSet) -> Assessment:
     -----
     A cell is sensitive when any rule fires (seed 003 B.1.d: the combination
     ``max(S^a, S^b)`` of subadditive measures is a subadditive measure). Its upper
-    protection level is the largest level among the rules that fired; the lower level is
-    the same (seed 000, after table "Upper protection levels").
+    protection level is the largest level among the concentration rules that fired, or,
+    where only frequency rules fired, ``frequency_range`` percent of the cell value; the
+    lower level is the same (seed 000, after table "Upper protection levels").
     """
     rules = ruleset.effective_rules()
     n_rules, n_cells = len(rules), m.n_cells
@@ -137,6 +138,13 @@ def assess(m: Magnitudes, ruleset: RuleSet) -> Assessment:
         s[i] = np.where(applies, si, np.nan)
         fired[i] = applies & rule.fires(si)
         level[i] = np.where(fired[i], rule.upper_protection(m, ruleset.frequency_range), 0.0)
+
+    # The frequency range is the level of cells that only frequency rules flag (seed 000,
+    # after the protection-level table); where a concentration rule fired, its level holds.
+    frequency = np.array([not r.concentration for r in rules], bool)
+    if frequency.any() and not frequency.all():
+        by_concentration = fired[~frequency].any(axis=0)
+        level[frequency] = np.where(by_concentration, 0.0, level[frequency])
 
     zero = m.all_zero
     if ruleset.zero_cells == "safe":
