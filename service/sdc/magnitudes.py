@@ -462,7 +462,8 @@ def from_summaries(
          f"the rule set needs the {depth} largest contributions of this cell"),
     ]
     if negative.mode == "shift":
-        total = total + count * negative.shift
+        with np.errstate(over="ignore"):   # an overflow is reported just below
+            total = total + count * negative.shift
         _check_totals(total, "summary.total")
         given = np.where(known, given + negative.shift, 0.0)
         checks.append(((total < 0) | (given < 0).any(axis=1), "summary",
