@@ -213,11 +213,9 @@ def example_requests(url: str, covered: set[str]) -> list[tuple[str, bytes]]:
 
 
 def filter_body() -> dict:
-    """A 50-cell query answer for the noise approach (as in ``benchmarks.filter``)."""
-    from benchmarks.filter import PROFILES, QUERY, answer
-    profile = PROFILES["profiles"]["online-noise"]
-    return {"policy": {"rules": profile["rules"], "filter": profile["filter"]},
-            "query": QUERY, "cells": answer(50, 1)}
+    """A 50-cell query answer for the noise profile of ``benchmarks.filter``."""
+    from benchmarks.filter import QUERY, answer
+    return {"profile": "online-noise", "query": QUERY, "cells": answer(50, 1)}
 
 
 def rss_mib(url: str) -> float:
@@ -243,8 +241,11 @@ def main() -> None:
         key_file.write_text(json.dumps({"keys": [
             {"id": "load-filter", "role": "filter", "hash": keys.hash_key(FILTER_KEY)},
             {"id": "load-analyst", "role": "analyst", "hash": keys.hash_key(ANALYST_KEY)}]}))
+        from benchmarks.filter import PROFILES
+        profiles = Path(tmp) / "profiles.json"
+        profiles.write_text(json.dumps(PROFILES))
         env = {"SDC_API_KEYS_FILE": str(key_file), "SDC_WORKER_THREADS": str(args.threads),
-               "SDC_QUEUE_DEPTH": str(args.queue),
+               "SDC_QUEUE_DEPTH": str(args.queue), "SDC_PROFILES": str(profiles),
                "SDC_NOISE_SECRET": "load-test-noise-secret-0123456789"}
         with server(env) as url:
             port = int(url.rsplit(":", 1)[1])

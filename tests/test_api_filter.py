@@ -217,6 +217,11 @@ def test_profile_and_roles(make_client, tmp_path):
     text = as_filter.text + as_analyst.text
     for secret_or_parameter in (SECRET.decode(), '"d"', "jitter", "ratio", "m1", "MineCo"):
         assert secret_or_parameter not in text
+    inline = body(NOISE)
+    r = client.post("/v1/filter", json=inline, headers={"X-API-Key": FILTER_KEY})
+    assert r.status_code == 403 and "profile" in r.json()["detail"][0]["message"]
+    assert client.post("/v1/filter", json=inline,
+                       headers={"X-API-Key": ANALYST_KEY}).status_code == 200
     b["profile"] = "plain"
     r = client.post("/v1/filter", json=b, headers={"X-API-Key": FILTER_KEY})
     assert r.status_code == 422 and r.json()["detail"][0]["field"] == "profile"

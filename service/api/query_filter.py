@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 from fastapi import APIRouter, Depends, Request
+from starlette.exceptions import HTTPException
 
 from schemas.errors import ErrorReply
 from schemas.filter import FilterPolicy, FilterReply, FilterRequest, NoisePolicy
@@ -34,13 +35,14 @@ async def filter_answer(body: FilterRequest, request: Request,
     statistical-results filter on the figures under the profile's approach: ``refuse``
     (AQS: any sensitive cell refuses the table) or ``noise`` (ARMS: noisy values are
     published, cells failing a criterion are suppressed, no complementary suppression).
-    The filter role receives decisions and noisy values only; analysts also the reasons
-    per cell. Refusal messages tell the user what to change and name no parameter.
+    The filter role names a profile and receives decisions and noisy values only; analysts
+    may also send a policy inline and receive the reasons per cell. Refusal messages tell
+    the user what to change and name no parameter.
     """
     settings, metrics = request.app.state.settings, request.app.state.metrics
     check_cell_count(len(body.cells), settings)
     request.state.cell_keys = [c.key for c in body.cells]
-    rules, policy = _policy(body, settings)
+    rules, policy = _policy(body, settings, caller)
     reply, stopped = await compute(_filter, body, rules, policy, settings.noise_secret,
                                    caller.sees_diagnostics, size=len(body.cells))
     metrics.cells_evaluated.inc(len(body.cells))
@@ -49,8 +51,13 @@ async def filter_answer(body: FilterRequest, request: Request,
     return JSONBytes(reply)
 
 
-def _policy(body: FilterRequest, settings) -> tuple[RuleSet | None, FilterPolicy]:
+def _policy(body: FilterRequest, settings, caller: Caller) -> tuple[RuleSet | None, FilterPolicy]:
     if body.policy is not None:
+        if not caller.sees_diagnostics:
+            # A caller that sends the microdata and chooses the criteria could read the
+            # noise of any respondent off the replies: the filter role names a profile.
+            raise HTTPException(403, "the filter role names a profile; an inline policy "
+                                "needs the analyst role")
         if body.policy.filter.statistical.approach == "noise" and settings.noise_secret is None:
             raise RequestError(422, "the noise approach needs a noise secret in the service's "
                                "configuration (SDC_NOISE_SECRET)", field="policy")
