@@ -299,3 +299,27 @@ def test_bad_policy_parameters(client, change, field):
     detail = _error(client, body({**NOISE, **change}))
     assert detail["field"] == field
     assert "0.7" not in detail["message"] and "0.2" not in detail["message"]
+
+
+@pytest.mark.parametrize("statistical", [REFUSE, NOISE])
+def test_cells_without_contributions(client, statistical):
+    """An empty contribution list is an empty cell: published under refuse (nobody to
+    identify), suppressed under noise (weighted count 0), never an error."""
+    cells = [{"key": ["A", "x"], "contributions": []}, {"key": ["B", "x"], "count": 5}]
+    got = client.post("/v1/filter", json=body(statistical, cells=cells[:1])).json()
+    expected = statistical is REFUSE
+    assert got["cells"][0]["publish"] is expected and got["cells"][0]["value"] is None
+    got = client.post("/v1/filter", json=body(statistical, cells=cells)).json()
+    assert [c["publish"] for c in got["cells"]] == [expected, True]
+
+
+def test_microdata_errors_name_the_microdata_field(client):
+    cells = [{"key": ["A", "x"], "microdata": {"value": [5, -3], "respondent": ["a", "b"]}}]
+    detail = _error(client, body(NOISE, cells=cells))
+    assert (detail["field"], detail["cell"]) == ("microdata.value", 0)
+    cells[0]["microdata"] = {"value": [5, 3], "respondent": ["a"]}
+    detail = _error(client, body(NOISE, cells=cells))
+    assert detail["field"] == "microdata" and "one entry per value" in detail["message"]
+    cells[0]["microdata"] = {"value": [5, 3]}
+    detail = _error(client, body(NOISE, cells=cells))
+    assert (detail["field"], detail["cell"]) == ("microdata.respondent", 0)

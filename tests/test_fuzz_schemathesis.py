@@ -67,7 +67,9 @@ FILTER_KEY = "fuzz-filter.not-a-real-secret-0123456789"
 @pytest.fixture(scope="module", params=["developer", "filter"])
 def live(request, tmp_path_factory):
     """A real server (one per mode) and the headers its callers send."""
-    env = {"SDC_MAX_SOLVER_SECONDS": "2", "SDC_MAX_CELLS": "5000"}
+    # With a noise secret, so that the online filter's noise approach is fuzzed too.
+    env = {"SDC_MAX_SOLVER_SECONDS": "2", "SDC_MAX_CELLS": "5000",
+           "SDC_NOISE_SECRET": "fuzz-noise-not-a-real-secret-0123"}
     headers = {}
     if request.param == "filter":
         path = tmp_path_factory.mktemp("keys") / "keys.json"

@@ -84,6 +84,24 @@ def _filter(body: FilterRequest, rules: RuleSet | None, policy: FilterPolicy,
     refusal = qf.check_query(query, _query_rules(policy.query))
     if refusal is not None:
         return _refused(refusal), 0
+    try:
+        return _screen(body, rules, policy, secret, diagnostics)
+    except InputError as error:
+        raise _named_for_microdata(body.cells, error) from None
+
+
+def _named_for_microdata(cells, error: InputError) -> InputError:
+    """The core names contribution fields; a cell sent as columns has them under
+    ``microdata``."""
+    if (error.cell is not None and error.field and error.field.startswith("contributions.")
+            and cells[error.cell].microdata is not None):
+        error.field = "microdata." + error.field.split(".")[-1]
+    return error
+
+
+def _screen(body: FilterRequest, rules: RuleSet | None, policy: FilterPolicy,
+            secret: bytes | None, diagnostics: bool) -> tuple[dict, int]:
+    """The statistical-results filter on the figures (after the query filter passed)."""
     convert.check_unique_keys([c.key for c in body.cells])
     for i, cell in enumerate(body.cells):
         if len(cell.key) != len(body.query.variables):

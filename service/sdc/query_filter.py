@@ -196,10 +196,15 @@ def add_noise(n_cells: int, cell: np.ndarray, value: np.ndarray, weight: np.ndar
     m = noise.multipliers(enterprise, establishment, secret, rules.d, rules.jitter)
     weighted = w * value
     return NoisyCells(
-        true_value=np.bincount(cell, weighted, minlength=n_cells),
-        noisy_value=np.bincount(cell, noise.apply_noise(weighted, m), minlength=n_cells),
-        weighted_count=np.bincount(cell, w, minlength=n_cells),
+        true_value=_cell_sums(cell, weighted, n_cells),
+        noisy_value=_cell_sums(cell, noise.apply_noise(weighted, m), n_cells),
+        weighted_count=_cell_sums(cell, w, n_cells),
     )
+
+
+def _cell_sums(cell: np.ndarray, x: np.ndarray, n_cells: int) -> np.ndarray:
+    # float even without contributions (numpy's bincount gives int64 for empty weights)
+    return np.bincount(cell, x, minlength=n_cells).astype(np.float64, copy=False)
 
 
 CRITERIA = ("noise_ratio", "weighted_count", "p_percent_noise")
