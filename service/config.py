@@ -152,7 +152,8 @@ def _noise_secret(value: str | None, path: str | None) -> bytes | None:
     """The key of the noise multipliers (seed 003 B.4, "the exact percent to remain
     confidential"): the same key gives every respondent the same multiplier in every
     process and after every restart, so it must come from configuration. A value with
-    white space is refused: it is a placeholder or prose, not a generated key."""
+    white space is refused: it is the Secret template's sentence or prose, not a
+    generated key."""
     if value and path:
         raise ConfigError("set SDC_NOISE_SECRET or SDC_NOISE_SECRET_FILE, not both")
     if path:
