@@ -177,7 +177,7 @@ def _noise_screen(body, stat: NoisePolicy, secret: bytes, counts: list[int],
         if body.cells[i].summary is not None:
             raise InputError("the noise approach needs each magnitude cell's contributions "
                              "with respondent ids, not a summary", field="summary", cell=i)
-    establishment, enterprise, owner = _respondents(body.cells, others)
+    establishment, enterprise = _respondents(body.cells, others)
     c = convert.contributions_of(body.cells, others, "replicate")
     rules = qf.NoiseRules(stat.d, stat.jitter, stat.ratio_range[0], stat.ratio_range[1],
                           stat.min_weighted_count, stat.p)
@@ -190,8 +190,11 @@ def _noise_screen(body, stat: NoisePolicy, secret: bytes, counts: list[int],
         noisy = qf.add_noise(len(others), c.cell, c.value, c.weight, enterprise,
                              establishment, secret, rules)
     except InputError as error:   # its cell is a contribution's row
-        raise InputError("a respondent is listed under two holdings", field="contributions",
-                         cell=None if error.cell is None else owner[error.cell]) from None
+        cell = None if error.cell is None else others[int(c.cell[error.cell])]
+        if error.field == "enterprise_ids":
+            raise InputError("a respondent is listed under two holdings",
+                             field="contributions", cell=cell) from None
+        raise InputError(error.message, field="contributions.value", cell=cell) from None
     criteria = qf.noise_criteria(noisy, m, rules)
     for name in qf.CRITERIA:
         for j in np.flatnonzero(criteria[name]).tolist():
@@ -201,13 +204,12 @@ def _noise_screen(body, stat: NoisePolicy, secret: bytes, counts: list[int],
     return reasons, values
 
 
-def _respondents(cells, index: list[int]) -> tuple[list[str], list[str], list[int]]:
+def _respondents(cells, index: list[int]) -> tuple[list[str], list[str]]:
     """Establishment and enterprise id of every contribution of ``cells[i] for i in index``
-    (in :func:`convert.contributions_of`'s order), and the cell each belongs to; a
-    contribution's enterprise is its holding, or itself."""
+    (in :func:`convert.contributions_of`'s order); a contribution's enterprise is its
+    holding, or itself."""
     establishment: list[str] = []
     enterprise: list[str] = []
-    owner: list[int] = []
     for i in index:
         micro = cells[i].microdata
         if micro is not None:
@@ -217,7 +219,6 @@ def _respondents(cells, index: list[int]) -> tuple[list[str], list[str], list[in
             establishment += micro.respondent
             enterprise += (micro.respondent if micro.holding is None else
                            [r if h is None else h for r, h in zip(micro.respondent, micro.holding)])
-            owner += [i] * len(micro.value)
             continue
         for k, x in enumerate(cells[i].contributions):
             if x.respondent is None:
@@ -225,5 +226,4 @@ def _respondents(cells, index: list[int]) -> tuple[list[str], list[str], list[in
                                  "contribution", field=f"contributions.{k}.respondent", cell=i)
             establishment.append(x.respondent)
             enterprise.append(x.respondent if x.holding is None else x.holding)
-            owner.append(i)
-    return establishment, enterprise, owner
+    return establishment, enterprise
