@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import tempfile
 import time
@@ -32,7 +33,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.load import FILTER_KEY, _read_reply, _request  # noqa: E402
-from benchmarks.loadgen import server  # noqa: E402
+from benchmarks.loadgen import Server, server  # noqa: E402
 from service import keys  # noqa: E402
 
 RULES = {"rules": [{"type": "p_percent", "p": 10}, {"type": "frequency", "n": 3}]}
@@ -45,6 +46,14 @@ PROFILES = {"profiles": {
     "online-refuse": {"rules": RULES, "filter": {"query": QUERY_RULES,
                                                  "statistical": {"approach": "refuse"}}},
 }}
+#: name: (profile, form of the answer, seed of its figures)
+SCENARIOS = {
+    "noise, microdata": ("online-noise", "microdata", 1),
+    "noise, objects": ("online-noise", "objects", 1),
+    "refuse, microdata": ("online-refuse", "microdata", 1),
+    "refuse, objects": ("online-refuse", "objects", 1),
+    "refuse, counts": ("online-refuse", "counts", 2),
+}
 QUERY = {"variables": ["industry", "county"], "population": 500000,
          "area_population": {"county": 45000}}
 
@@ -108,34 +117,36 @@ async def _open_loop(port: int, raw: bytes, rate: float, seconds: float,
     return np.array(latencies), statuses, time.perf_counter() - start
 
 
-def measure(port: int, body: dict, rate: float, seconds: float, connections: int) -> str:
+def measure(srv: Server, body: dict, rate: float, seconds: float, connections: int) -> str:
+    """One scenario's line: throughput, latency percentiles from due times, and the CPU the
+    server and this client spent per request (on a shared 2-core machine the client's share
+    is CPU the server does not get)."""
     raw = _request("/v1/filter", orjson.dumps(body), FILTER_KEY)
-    asyncio.run(_open_loop(port, raw, rate, 3, connections))      # warm-up
-    lat, statuses, elapsed = asyncio.run(_open_loop(port, raw, rate, seconds, connections))
+    asyncio.run(_open_loop(srv.port, raw, rate, 3, connections))      # warm-up
+    server_cpu, client_cpu = srv.cpu_seconds(), time.process_time()
+    lat, statuses, elapsed = asyncio.run(_open_loop(srv.port, raw, rate, seconds, connections))
+    server_ms = (srv.cpu_seconds() - server_cpu) / len(lat) * 1000
+    client_ms = (time.process_time() - client_cpu) / len(lat) * 1000
     ms = lat * 1000
-    return (f"{len(lat) / elapsed:7.0f} req/s  p50 {np.percentile(ms, 50):6.2f} ms  "
+    return (f"{len(lat) / elapsed:5.0f} req/s  p50 {np.percentile(ms, 50):6.2f} ms  "
             f"p90 {np.percentile(ms, 90):6.2f} ms  p99 {np.percentile(ms, 99):6.2f} ms  "
-            f"max {ms.max():7.2f} ms  statuses {dict(sorted(statuses.items()))}")
+            f"max {ms.max():7.2f} ms  CPU/req server {server_ms:4.2f} ms client "
+            f"{client_ms:4.2f} ms  statuses {dict(sorted(statuses.items()))}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rate", type=float, default=500, help="requests per second")
+    parser.add_argument("--rate", type=float, nargs="+", default=[500],
+                        help="requests per second (one pass of every scenario per rate)")
     parser.add_argument("--seconds", type=float, default=30, help="per scenario")
     parser.add_argument("--cells", type=int, default=50)
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--workers", type=int, default=1, help="SDC_WORKERS (processes)")
+    parser.add_argument("--scenario", nargs="+", choices=SCENARIOS, default=list(SCENARIOS))
     args = parser.parse_args()
 
-    micro, objects = answer(args.cells, 1), answer(args.cells, 1, "objects")
-    scenarios = {
-        "noise, microdata": {"profile": "online-noise", "query": QUERY, "cells": micro},
-        "noise, objects": {"profile": "online-noise", "query": QUERY, "cells": objects},
-        "refuse, microdata": {"profile": "online-refuse", "query": QUERY, "cells": micro},
-        "refuse, objects": {"profile": "online-refuse", "query": QUERY, "cells": objects},
-        "refuse, counts": {"profile": "online-refuse", "query": QUERY,
-                           "cells": answer(args.cells, 2, "counts")},
-    }
+    bodies = {name: {"profile": profile, "query": QUERY, "cells": answer(args.cells, seed, form)}
+              for name, (profile, form, seed) in SCENARIOS.items() if name in args.scenario}
     with tempfile.TemporaryDirectory() as tmp:
         key_file, profiles = Path(tmp) / "keys.json", Path(tmp) / "profiles.json"
         key_file.write_text(json.dumps({"keys": [
@@ -143,14 +154,15 @@ def main() -> None:
         profiles.write_text(json.dumps(PROFILES))
         env = {"SDC_API_KEYS_FILE": str(key_file), "SDC_PROFILES": str(profiles),
                "SDC_NOISE_SECRET": "benchmark-noise-secret-0123456789"}
-        with server(env, workers=args.workers) as url:
-            port = int(url.rsplit(":", 1)[1])
-            print(f"POST /v1/filter, {args.cells} cells, open loop at {args.rate:.0f} req/s for "
-                  f"{args.seconds:.0f} s per scenario, {args.connections} connections, "
-                  f"{args.workers} server process(es), latency from each request's due time:")
-            for name, body in scenarios.items():
-                print(f"  {name:<18} {measure(port, body, args.rate, args.seconds, args.connections)}")
-
+        with server(env, workers=args.workers) as srv:
+            for rate in args.rate:
+                print(f"POST /v1/filter, {args.cells} cells, open loop at {rate:.0f} req/s for "
+                      f"{args.seconds:.0f} s per scenario, {args.connections} connections, "
+                      f"{args.workers} server process(es), latency from each request's due "
+                      f"time; load average before: {os.getloadavg()[0]:.2f}")
+                for name, body in bodies.items():
+                    print(f"  {name:<18} {measure(srv, body, rate, args.seconds, args.connections)}",
+                          flush=True)
 
 if __name__ == "__main__":
     main()

@@ -247,8 +247,8 @@ def main() -> None:
         env = {"SDC_API_KEYS_FILE": str(key_file), "SDC_WORKER_THREADS": str(args.threads),
                "SDC_QUEUE_DEPTH": str(args.queue), "SDC_PROFILES": str(profiles),
                "SDC_NOISE_SECRET": "load-test-noise-secret-0123456789"}
-        with server(env) as url:
-            port = int(url.rsplit(":", 1)[1])
+        with server(env) as srv:
+            url, port = srv.url, srv.port
             dims, cells = table(10, 10, seed=1)
             suppress = {"structure": {"dimensions": dims}, "cells": cells, "rules": RULES,
                         "method": "fast"}

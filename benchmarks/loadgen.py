@@ -63,9 +63,36 @@ def wait_up(url: str, proc: subprocess.Popen, seconds: float = 30) -> None:
             time.sleep(0.1)
 
 
+@dataclass(frozen=True)
+class Server:
+    """A running ``sdc-service``: its base URL and main process id."""
+
+    url: str
+    pid: int
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU time used so far by the server and its worker processes
+        (Linux ``/proc``), to report the server's CPU cost per request."""
+        ticks = os.sysconf("SC_CLK_TCK")
+        total, pending = 0.0, [self.pid]
+        while pending:
+            pid = pending.pop()
+            with contextlib.suppress(OSError):
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                total += (int(fields[11]) + int(fields[12])) / ticks   # utime, stime
+                for task in Path(f"/proc/{pid}/task").iterdir():
+                    pending += [int(c) for c in (task / "children").read_text().split()]
+        return total
+
+
 @contextlib.contextmanager
 def server(env: dict | None = None, workers: int = 1):
-    """Start ``sdc-service`` on a free loopback port; yield its base URL; stop it."""
+    """Start ``sdc-service`` on a free loopback port; yield it as a :class:`Server`; stop
+    it."""
     port = free_port()
     full_env = {**os.environ, "SDC_HOST": "127.0.0.1", "SDC_PORT": str(port),
                 "SDC_WORKERS": str(workers), "SDC_LOG_LEVEL": "warning", **(env or {})}
@@ -74,7 +101,7 @@ def server(env: dict | None = None, workers: int = 1):
     url = f"http://127.0.0.1:{port}"
     try:
         wait_up(url, proc)
-        yield url
+        yield Server(url, proc.pid)
     finally:
         proc.terminate()
         proc.wait(timeout=30)

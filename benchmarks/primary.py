@@ -76,7 +76,8 @@ def http(seconds: float, workers: int) -> None:
     small, large = request_body(100, rng), request_body(10_000, rng)
     print(f"HTTP POST /v1/sensitivity, uvicorn on loopback, {workers} worker(s), "
           f"{seconds:.0f} s per line (closed loop):")
-    with server(workers=workers) as url:
+    with server(workers=workers) as srv:
+        url = srv.url
         run_load(url, "/v1/sensitivity", small, connections=4, seconds=1)   # warm-up
         for connections in (1, 4, 16):
             r = run_load(url, "/v1/sensitivity", small, connections=connections, seconds=seconds)

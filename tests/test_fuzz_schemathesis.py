@@ -77,8 +77,8 @@ def live(request, tmp_path_factory):
                                               "hash": keys.hash_key(FILTER_KEY, method="sha256")}]}))
         env["SDC_API_KEYS_FILE"] = str(path)
         headers = {"X-API-Key": FILTER_KEY}
-    with server(env) as url:
-        yield url, headers
+    with server(env) as srv:
+        yield srv.url, headers
 
 
 def test_api_conforms_and_never_fails(live):
