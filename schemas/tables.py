@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .cells import CellKey, Code, Contribution, Summary
+from .frequency import ExtendedRules
 from .rules import RuleSet
 
 _STRICT = ConfigDict(extra="forbid", allow_inf_nan=False)
@@ -58,15 +59,33 @@ class Protection(BaseModel):
 
 class CountRules(BaseModel):
     """A frequency (count) table: cell values are counts of respondents, judged by the
-    threshold rule (seed 003 section A; seed 001, Example) instead of magnitude rules."""
+    threshold rule (seed 003 section A; seed 001, Example) and/or seed 001's extended
+    threshold rules instead of magnitude rules."""
 
     model_config = _STRICT
-    threshold: float = Field(ge=0, description="cells with 0 < count < threshold are sensitive")
+    threshold: float | None = Field(None, ge=0, description="cells with 0 < count < "
+                                    "threshold are sensitive (the threshold rule)")
+    extended: ExtendedRules | None = Field(
+        None, description="seed 001's extended threshold rules on the cells whose key and "
+        "target codes are leaves (any code of the other dimensions), the key hierarchies' "
+        "areas (subtotals) and both marginals; needs 'keys' and 'targets'")
+    keys: list[Code] = Field(default_factory=list, max_length=8, description="dimensions "
+                             "that are key variables (known to an intruder); extended rules")
+    targets: list[Code] = Field(default_factory=list, max_length=8, description="dimensions "
+                                "that are target variables; extended rules")
     range: float = Field(0.0, ge=0, le=100, description="protection level as a percentage of "
                          "the cell's count; 0: the cell must only not be disclosed exactly")
     zero_cells: Literal["safe", "sensitive"] = Field(
-        "safe", description="'sensitive' for zeros whose emptiness is itself confidential "
-        "(informative zeros, seed 001)")
+        "safe", description="threshold rule: 'sensitive' for zeros whose emptiness is itself "
+        "confidential (informative zeros, seed 001); the extended rules have their own")
+
+    @model_validator(mode="after")
+    def _rules_given(self) -> CountRules:
+        if self.threshold is None and self.extended is None:
+            raise ValueError("give 'threshold', 'extended' or both")
+        if self.extended is not None and not (self.keys and self.targets):
+            raise ValueError("the extended rules need 'keys' and 'targets' (dimension names)")
+        return self
 
 
 class TableCell(BaseModel):

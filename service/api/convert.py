@@ -166,3 +166,27 @@ def _from_summaries(cells, index, ruleset) -> magnitudes.Magnitudes:
             largest, requested=requested, depth=ruleset.depth, negative=ruleset.negative)
     except InputError as error:
         raise renumbered(error, index) from None
+
+
+def _axes(names: list[str], dims: list[str], field: str) -> tuple[int, ...]:
+    axes = []
+    for i, name in enumerate(names):
+        if name not in dims:
+            raise InputError(f"'{name}' is not the name of a dimension", field=f"{field}.{i}")
+        if dims.index(name) in axes:
+            raise InputError(f"'{name}' is named twice", field=f"{field}.{i}")
+        axes.append(dims.index(name))
+    return tuple(axes)
+
+
+def key_and_target_axes(keys: list[str], targets: list[str], dims: list[str], prefix: str = ""
+                        ) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The axes of the dimensions named as keys and as targets (seed 001); errors name the
+    field ``prefix + "keys"`` or ``prefix + "targets"``."""
+    key_axes = _axes(keys, dims, prefix + "keys")
+    target_axes = _axes(targets, dims, prefix + "targets")
+    both = set(key_axes) & set(target_axes)
+    if both:
+        raise InputError(f"dimension '{dims[min(both)]}' is both a key and a target",
+                         field=prefix + "targets")
+    return key_axes, target_axes

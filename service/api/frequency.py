@@ -56,17 +56,6 @@ async def frequency_sensitivity(body: FrequencyRequest, request: Request,
 
 # --------------------------------------------------------------------------- wire -> arrays
 
-def _axis(names: list[str], dims: list[str], field: str) -> tuple[int, ...]:
-    axes = []
-    for i, name in enumerate(names):
-        if name not in dims:
-            raise InputError(f"'{name}' is not the name of a dimension", field=f"{field}.{i}")
-        if dims.index(name) in axes:
-            raise InputError(f"'{name}' is named twice", field=f"{field}.{i}")
-        axes.append(dims.index(name))
-    return tuple(axes)
-
-
 def _levels(dim: CountDimension, d: int) -> tuple[list[list[int]], list[list[str]]]:
     """Parent positions per level (for :class:`service.sdc.frequency.KeyHierarchy`) and the
     area codes of every level, numbered in order of first appearance."""
@@ -99,12 +88,7 @@ def _table(body: FrequencyRequest):
         if len(set(dim.codes)) != len(dim.codes):
             raise InputError(f"dimension '{dim.name}' lists a code twice",
                              field=f"dimensions.{d}.codes")
-    keys = _axis(body.keys, dims, "keys")
-    targets = _axis(body.targets, dims, "targets")
-    both = set(keys) & set(targets)
-    if both:
-        raise InputError(f"dimension '{dims[min(both)]}' is both a key and a target",
-                         field="targets")
+    keys, targets = convert.key_and_target_axes(body.keys, body.targets, dims)
     if body.rules.extended is not None and not (keys and targets):
         raise InputError("the extended rules need at least one key and one target variable",
                          field="keys" if not keys else "targets")

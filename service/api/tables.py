@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from schemas import rules as wire
+from schemas.frequency import MAX_COUNT
 from schemas.tables import CountRules, Structure, TableCell
 from service.sdc import frequency, magnitudes, primary
 from service.sdc.errors import InputError
@@ -151,7 +152,8 @@ def table_inputs(structure: Structure, cells: list[TableCell], spec: wire.RuleSe
     unions = (UnionSource(m, ruleset, known=known, contributions=contributions)
               if ruleset is not None and known.any() else None)
     if counts is not None:
-        sensitive, up, labels, unions = _count_sensitivity(values, counts, request_of_cell)
+        sensitive, up, labels, unions = _count_sensitivity(space, values, counts,
+                                                           request_of_cell)
         lo = up.copy()
     for i, c in enumerate(cells):
         if c.protection is not None:
@@ -163,28 +165,52 @@ def table_inputs(structure: Structure, cells: list[TableCell], spec: wire.RuleSe
                        unions, labels, fired, np.where(known, m.count, 0.0))
 
 
-def _count_sensitivity(values, counts: CountRules, request_of_cell):
-    """Threshold rule on every cell of a count table (margins included), protection
-    ``range`` percent of the count (DESIGN item 4: 0 or a configured range)."""
-    bad = ~(np.isfinite(values) & (values >= 0) & (values == np.round(values)))
+def _count_sensitivity(space, values, counts: CountRules, request_of_cell):
+    """The threshold rule and/or seed 001's extended threshold rules on every cell of a
+    count table (margins included), protection ``range`` percent of the count (DESIGN
+    item 4: 0 or a configured range)."""
+    bad = ~(np.isfinite(values) & (values >= 0) & (values == np.round(values))
+            & (values <= MAX_COUNT))
     if bad.any():
         # Name a cell the caller sent (a computed margin inherits its leaves' fault).
         sent = request_of_cell[bad]
         cell = int(sent[sent >= 0].min()) if (sent >= 0).any() else None
-        raise InputError("a count table needs whole counts >= 0 as cell values",
-                         field="value", cell=cell)
-    sensitive = frequency.threshold_rule(values, counts.threshold, zero_cells=counts.zero_cells)
+        raise InputError(f"a count table needs whole counts from 0 to {MAX_COUNT} as cell "
+                         "values", field="value", cell=cell)
+    sensitive = np.zeros(len(values), bool)
+    if counts.threshold is not None:
+        sensitive |= frequency.threshold_rule(values, counts.threshold,
+                                              zero_cells=counts.zero_cells)
+    if counts.extended is not None:
+        sensitive |= _extended(space, values, counts)
+    level = np.where(sensitive, counts.range / 100.0 * values, 0.0)
     # A union of suppressed cells counts the respondents of its members: the threshold
-    # rule on it is the minimum frequency rule on summed counts (seed 002 section 4).
+    # rule (or rule 3 of the extended rules) on it is the minimum frequency rule on summed
+    # counts (seed 002 section 4). Dominance rules 1-2 define nothing for a union.
+    minimum = {"threshold": counts.threshold}
+    if counts.extended is not None and counts.extended.rule_3:
+        minimum["3"] = counts.extended.t_min_cell
+    minimum = {k: v for k, v in minimum.items() if v is not None}
+    if not minimum:
+        return sensitive, level, [], None
+    label, t = max(minimum.items(), key=lambda kv: kv[1])
     n = len(values)
     as_counts = magnitudes.Magnitudes(
         value=values, total=values, count=values, largest=np.zeros((n, 2)),
         target=np.zeros(n), requested=np.zeros(n), protectable=np.ones(n, bool),
         all_zero=np.zeros(n, bool))
-    rule = primary.RuleSet((MinimumFrequency(int(np.ceil(counts.threshold))),))
-    unions = UnionSource(as_counts, rule)
-    level = np.where(sensitive, counts.range / 100.0 * values, 0.0)
-    return sensitive, level, ["threshold"], unions
+    unions = UnionSource(as_counts, primary.RuleSet((MinimumFrequency(int(np.ceil(t))),)))
+    return sensitive, level, [label], unions
+
+
+def _extended(space, values, counts: CountRules) -> np.ndarray:
+    if not isinstance(space, Table):
+        raise InputError("the extended rules need one table, not linked tables",
+                         field="counts.extended")
+    keys, targets = convert.key_and_target_axes(counts.keys, counts.targets, list(space.names),
+                                                prefix="counts.")
+    config = frequency.ExtendedThresholdConfig(**counts.extended.model_dump())
+    return frequency.extended_threshold_rules_on_table(space, values, keys, targets, config)
 
 
 def _first_unknown(space, cells) -> int | None:

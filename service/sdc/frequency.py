@@ -105,6 +105,7 @@ from typing import Literal
 import numpy as np
 
 from .errors import InputError
+from .table import Hierarchy, Table
 
 RULE_NAMES = ("1a", "1b", "2a", "2b", "3")
 HIERARCHY_RULES = ("1a", "2a")
@@ -643,3 +644,88 @@ def _hierarchies(hierarchies, c: np.ndarray, keys: tuple[int, ...]) -> dict[int,
                              f"but the axis has {c.shape[a]}", field="hierarchies")
         out[a] = h
     return out
+
+
+def _key_levels(h: Hierarchy) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """A structured key dimension as :class:`KeyHierarchy` levels: per level above the
+    leaves (the total excluded), each code's parent number at the next level, and the
+    level's code positions in ``h`` (pre-order). Needs every leaf at one depth."""
+    depth = np.zeros(h.n_codes, dtype=np.int64)
+    for i in range(1, h.n_codes):   # pre-order: a parent comes before its children
+        depth[i] = depth[h.parent[i]] + 1
+    leaf_depth = np.unique(depth[h.is_leaf])
+    if leaf_depth.size != 1:
+        raise InputError(f"the extended rules need the leaves of key dimension {h.name!r} "
+                         "all at one depth (areas at every level)", field="counts.keys")
+    parents, positions = [], []
+    below = np.flatnonzero(h.is_leaf)
+    for level in range(1, int(leaf_depth[0])):
+        here = np.flatnonzero(depth == leaf_depth[0] - level)
+        number = np.full(h.n_codes, -1, dtype=np.int64)
+        number[here] = np.arange(here.size)
+        parents.append(number[h.parent[below]])
+        positions.append(here)
+        below = here
+    return parents, positions
+
+
+def extended_threshold_rules_on_table(table: Table, counts, key_axes: Sequence[int],
+                                      target_axes: Sequence[int],
+                                      config: ExtendedThresholdConfig) -> np.ndarray:
+    """Seed 001's extended threshold rules on every published cell of a structured table.
+
+    Parameters
+    ----------
+    table : Table
+        The table (every combination of its dimensions' codes, margins included).
+    counts : ndarray, shape (table.n_cells,)
+        Count of every cell, margins included (whole numbers >= 0).
+    key_axes, target_axes : sequence of int
+        Dimensions of the key and the target variables.
+    config : ExtendedThresholdConfig
+
+    Returns
+    -------
+    ndarray of bool, shape (table.n_cells,)
+        Cells some rule flags.
+
+    Notes
+    -----
+    :func:`extended_threshold_rules` runs on the sub-table of leaf codes of the key and
+    target dimensions and every code of the other dimensions (those are held fixed, so
+    each of their margins is a slice checked like a leaf slice). Its verdicts map back to
+    the table's cells: leaf cells (rules 1-3, with those marked through key areas); the key
+    marginals ``f_k``, cells at a target's total (rule 3, ``t_min_key``); the target
+    marginals ``f_y``, cells at every key's total (rule 3, ``t_min_target``); and, for a
+    key dimension with subtotals, its area cells at every level below the total, checked
+    by rules 1a and 2a against the area's marginal (seed 001, "Hierarchical variables").
+    A key dimension's levels are its depths, so its leaves must all be at one depth. Cells
+    at the total of a key dimension with other keys beside it, and subtotals of a target,
+    are not checked by rules 1-2 (seed 001 defines neither).
+    """
+    dims = table.dimensions
+    grid = np.asarray(counts).reshape(table.shape)
+    pos = [np.flatnonzero(h.is_leaf) if a in key_axes or a in target_axes
+           else np.arange(h.n_codes) for a, h in enumerate(dims)]
+    hierarchies, areas = {}, {}
+    for a in key_axes:   # a loop over the few key dimensions
+        parents, areas[a] = _key_levels(dims[a])
+        if parents:
+            hierarchies[a] = KeyHierarchy(parents)
+    result = extended_threshold_rules(grid[np.ix_(*pos)], key_axes, target_axes, config,
+                                      hierarchies)
+    total = np.zeros(1, dtype=np.int64)   # the root comes first in every dimension
+
+    def at(replace: dict[int, np.ndarray]):
+        return np.ix_(*[replace.get(a, p) for a, p in enumerate(pos)])
+
+    out = np.zeros(table.shape, bool)
+    out[at({})] = result.unsafe
+    for j, flags in result.key_marginal_flags.items():
+        out[at({j: total})] |= np.expand_dims(flags, j)
+    out[at({a: total for a in key_axes})] |= np.expand_dims(result.target_marginal_flags,
+                                                            tuple(key_axes))
+    for lv in result.levels:
+        flags = np.logical_or.reduce([np.zeros(lv.counts.shape, bool), *lv.flags.values()])
+        out[at({lv.key_axis: areas[lv.key_axis][lv.level - 1]})] |= flags
+    return out.reshape(-1)
