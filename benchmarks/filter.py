@@ -136,7 +136,7 @@ def measure(srv: Server, body: dict, rate: float, seconds: float, connections: i
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rate", type=float, nargs="+", default=[500],
+    parser.add_argument("--rate", type=float, nargs="+", default=[500, 750, 1000],
                         help="requests per second (one pass of every scenario per rate)")
     parser.add_argument("--seconds", type=float, default=30, help="per scenario")
     parser.add_argument("--cells", type=int, default=50)
