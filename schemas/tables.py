@@ -223,6 +223,18 @@ class SuppressRequest(BaseModel):
             {"key": ["C", "II"], "value": 800}, {"key": ["C", "III"], "value": 270}],
         "rules": {"rules": [{"type": "p_percent", "p": 20}]},
         "method": "exact", "cost": "value",
+    }, {
+        # A count table under seed 001's extended rules, with a hierarchical key.
+        "structure": {"dimensions": [
+            {"name": "municipality", "children": {"Total": ["North", "South"],
+                                                  "North": ["m1", "m2"], "South": ["m3"]}},
+            {"name": "Y", "leaves": ["A", "B"]}]},
+        "cells": [{"key": ["m1", "A"], "value": 19}, {"key": ["m1", "B"], "value": 1},
+                  {"key": ["m2", "A"], "value": 17}, {"key": ["m2", "B"], "value": 3},
+                  {"key": ["m3", "A"], "value": 6}, {"key": ["m3", "B"], "value": 6}],
+        "counts": {"extended": {"t_key_abs": 1, "t_key_rel": 90},
+                   "keys": ["municipality"], "targets": ["Y"]},
+        "method": "fast",
     }]})
     structure: Structure
     cells: list[SuppressCell] = Field(min_length=1)

@@ -674,7 +674,8 @@ def test_openapi_request_bodies_have_examples(client, schema):
     assert examples, f"{schema} has no example"
 
 
-@pytest.mark.parametrize("path", ["/v1/sensitivity", "/v1/conversions"])
+@pytest.mark.parametrize("path", ["/v1/sensitivity", "/v1/conversions", "/v1/audit",
+                                  "/v1/suppress", "/v1/frequency/sensitivity"])
 def test_openapi_examples_are_accepted(client, path):
     spec = client.get("/openapi.json").json()
     ref = spec["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]["$ref"]
