@@ -7,6 +7,7 @@ from typing import Annotated, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .cells import CellKey, Contribution, Summary
+from .frequency import MAX_COUNT
 from .rules import RuleSet
 
 _STRICT = ConfigDict(extra="forbid", allow_inf_nan=False)
@@ -118,7 +119,8 @@ class FilterCell(BaseModel):
 
     model_config = _STRICT
     key: CellKey = Field(min_length=1, max_length=20)
-    count: int | None = Field(None, ge=0, description="a count cell: number of units")
+    count: int | None = Field(None, ge=0, le=MAX_COUNT,
+                              description="a count cell: number of units")
     contributions: list[FilterContribution] | None = Field(None, max_length=100_000)
     microdata: Microdata | None = None
     summary: Summary | None = None

@@ -240,7 +240,8 @@ def _error(client, b) -> dict:
 
 
 @pytest.mark.parametrize("count, message", [(-1, "greater than or equal to 0"),
-                                            (2.5, "integer")])
+                                            (2.5, "integer"),
+                                            (2**60, "less than or equal to")])
 def test_bad_count_names_field_and_cell(client, count, message):
     b = body()
     b["cells"][2]["count"] = count
@@ -323,3 +324,20 @@ def test_microdata_errors_name_the_microdata_field(client):
     cells[0]["microdata"] = {"value": [5, 3]}
     detail = _error(client, body(NOISE, cells=cells))
     assert (detail["field"], detail["cell"]) == ("microdata.respondent", 0)
+
+
+def test_a_respondent_listed_twice_in_a_cell_is_refused(client):
+    """Three rows of one establishment would pass the p%-rule and the weighted count as
+    three contributors and publish its noisy figure, i.e. its multiplier (1 + d)."""
+    cells = [{"key": ["A", "x"], "microdata": {"value": [100, 100, 100],
+                                               "respondent": ["r1", "r2", "r1"]}}]
+    detail = _error(client, body(NOISE, cells=cells))
+    assert (detail["field"], detail["cell"]) == ("microdata.respondent", 0)
+    cells = [{"key": ["A", "x"], "count": 4}, {"key": ["A", "y"], "contributions": [
+        {"value": 1, "respondent": "r1"}, {"value": 2, "respondent": "r1"}]}]
+    detail = _error(client, body(NOISE, cells=cells))
+    assert (detail["field"], detail["cell"]) == ("contributions.respondent", 1)
+    # The same respondent in two cells is a respondent of each (other establishments).
+    cells = [{"key": ["A", "x"], "microdata": {"value": [5], "respondent": ["r1"]}},
+             {"key": ["A", "y"], "microdata": {"value": [6], "respondent": ["r1"]}}]
+    assert client.post("/v1/filter", json=body(NOISE, cells=cells)).status_code == 200

@@ -217,3 +217,29 @@ def test_extended_rules_need_keys_and_targets(client):
     assert r.status_code == 422 and "keys" in r.json()["detail"][0]["message"]
     r = client.post("/v1/suppress", json=golden_body(counts={"range": 10}))
     assert r.status_code == 422 and "threshold" in r.json()["detail"][0]["message"]
+
+
+SMALL = {"structure": {"dimensions": [{"name": "k", "leaves": ["k1", "k2"]},
+                                      {"name": "y", "leaves": ["A", "B"]}]}}
+
+
+@pytest.mark.parametrize("path", ["/v1/audit", "/v1/suppress"])
+def test_overflowing_margin_and_values_outside_their_bounds_are_422(client, path):
+    cells = [{"key": ["Total", "Total"], "value": 1},
+             {"key": ["k1", "A"], "value": 1, "protection": {"upper": 1, "lower": 1}},
+             {"key": ["k1", "B"], "value": 1}, {"key": ["k2", "A"], "value": 1e308},
+             {"key": ["k2", "B"], "value": 1e308}]
+    r = client.post(path, json={**SMALL, "cells": cells})
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"][0]["field"] == "value"
+    assert "['k2', 'Total']" in r.json()["detail"][0]["message"]
+    cells = [{"key": ["k1", "A"], "value": 1}, {"key": ["k1", "B"], "value": 5},
+             {"key": ["k2", "A"], "value": 5}, {"key": ["k2", "B"], "value": 5, "upper_bound": 2}]
+    body = {**SMALL, "cells": cells, "counts": {"extended": {}, "keys": ["k"], "targets": ["y"]}}
+    r = client.post(path, json=body)
+    assert r.status_code == 422, r.text
+    assert (r.json()["detail"][0]["field"], r.json()["detail"][0]["cell"]) == ("upper_bound", 3)
+    del cells[3]["upper_bound"]
+    cells[0]["lower_bound"] = 3
+    r = client.post(path, json=body)
+    assert (r.json()["detail"][0]["field"], r.json()["detail"][0]["cell"]) == ("lower_bound", 0)

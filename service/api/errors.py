@@ -70,9 +70,15 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(InputError)
     async def _input(request: Request, exc: InputError):
-        key = getattr(request.state, "cell_keys", None)
-        cell_key = key[exc.cell] if key is not None and exc.cell is not None else None
-        return error_reply(422, [{"field": exc.field, "cell": exc.cell, "key": cell_key,
+        keys = getattr(request.state, "cell_keys", None)
+        cell = exc.cell
+        if keys is not None and cell is not None and not 0 <= cell < len(keys):
+            # A core cell number that was not mapped back to the request: a bug of ours,
+            # but the caller's error is still a 422, without a number it cannot place.
+            log.error("unmapped cell number in an InputError")
+            cell = None
+        cell_key = keys[cell] if keys is not None and cell is not None else None
+        return error_reply(422, [{"field": exc.field, "cell": cell, "key": cell_key,
                                   "message": exc.message}])
 
     @app.exception_handler(RequestError)

@@ -139,7 +139,7 @@ def _refuse_screen(body, rules: RuleSet | None, threshold: int, counts: list[int
     """AQS: which rules stop each cell (threshold rule on counts, the profile's rules on
     magnitudes)."""
     reasons: list[list[str]] = [[] for _ in body.cells]
-    if counts:
+    if counts:   # each count is at most 2**53 (schema), which is all the rule checks
         flagged = frequency.threshold_rule([body.cells[i].count for i in counts], threshold)
         for j in np.flatnonzero(flagged).tolist():
             reasons[counts[j]].append("threshold")
@@ -179,6 +179,7 @@ def _noise_screen(body, stat: NoisePolicy, secret: bytes, counts: list[int],
                              "with respondent ids, not a summary", field="summary", cell=i)
     establishment, enterprise = _respondents(body.cells, others)
     c = convert.contributions_of(body.cells, others, "replicate")
+    _check_one_row_per_respondent(c.cell, establishment, others)
     rules = qf.NoiseRules(stat.d, stat.jitter, stat.ratio_range[0], stat.ratio_range[1],
                           stat.min_weighted_count, stat.p)
     try:
@@ -202,6 +203,22 @@ def _noise_screen(body, stat: NoisePolicy, secret: bytes, counts: list[int],
     for j, v in enumerate(noisy.noisy_value.tolist()):
         values[others[j]] = v
     return reasons, values
+
+
+def _check_one_row_per_respondent(cell: np.ndarray, establishment: list[str],
+                                  others: list[int]) -> None:
+    """A respondent listed twice in one cell would count as two contributors for the
+    p%-rule and the weighted count, so that one establishment could pass both and have
+    its noisy figure, and with it its multiplier, published: refused."""
+    number = {rid: k for k, rid in enumerate(dict.fromkeys(establishment))}
+    pair = cell * len(number) + np.fromiter(map(number.__getitem__, establishment), np.int64,
+                                            len(establishment))
+    ordered = np.sort(pair)
+    repeated = ordered[1:][ordered[1:] == ordered[:-1]]
+    if repeated.size:
+        raise InputError("a respondent is listed twice in the cell; send its contributions "
+                         "summed", field="contributions.respondent",
+                         cell=others[int(repeated[0] // len(number))])
 
 
 def _respondents(cells, index: list[int]) -> tuple[list[str], list[str]]:

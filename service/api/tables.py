@@ -135,6 +135,7 @@ def table_inputs(structure: Structure, cells: list[TableCell], spec: wire.RuleSe
     if bad.size:
         raise InputError("lower_bound exceeds upper_bound", field="lower_bound",
                          cell=int(request_of_cell[bad[0]]))
+    _check_finite_within_bounds(space, values, lower, upper, request_of_cell)
 
     sensitive = np.zeros(n, bool)
     up = np.zeros(n)
@@ -163,6 +164,22 @@ def table_inputs(structure: Structure, cells: list[TableCell], spec: wire.RuleSe
             lo[j] = max(lo[j], c.protection.lower)
     return TableInputs(space, where, request_of_cell, values, lower, upper, sensitive, up, lo,
                        unions, labels, fired, np.where(known, m.count, 0.0))
+
+
+def _check_finite_within_bounds(space, values, lower, upper, request_of_cell) -> None:
+    """Every value finite (a computed margin can overflow) and within its cell's a-priori
+    bounds; errors name the request's cell, or the table cell's key when it was computed."""
+    for bad, field, why in (
+            (~np.isfinite(values), "value", "is too large: the sum overflows"),
+            (values < lower, "lower_bound", "lies below its lower_bound"),
+            (values > upper, "upper_bound", "lies above its upper_bound")):
+        where = np.flatnonzero(bad)
+        if where.size:
+            sent = int(request_of_cell[where[0]])
+            if sent >= 0:
+                raise InputError(f"the cell's value {why}", field=field, cell=sent)
+            raise InputError(f"the computed margin {list(space.key(int(where[0])))} {why}",
+                             field=field)
 
 
 def _count_sensitivity(space, values, counts: CountRules, request_of_cell):
