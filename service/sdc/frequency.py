@@ -22,6 +22,11 @@ inequalities were lost in seed 001's text; each reading below is the only one of
   everybody else in it). Inclusive because the example flags key 6, Y = A (17 of 20: rest
   3 = t) and key 11, Y = A (297 of 300: rest 3 = t) by rule 1a; the strict reading would
   not.
+  The seed's prose leans the other way in places ("set as to avoid disclosure through
+  coalitions of size up to 2" with ``t = 3``; key 6's coalition of three "might be
+  considered less likely"), which would read ``f_yk > f_k - t``. The golden case's answers
+  are the specification here, so ``>=`` stands; it protects against coalitions of up to
+  ``t`` respondents, one more than the strict reading, so it errs on the safe side.
 * Rule 1b, the same against the target marginal: unsafe when ``f_yk >= f_y - t_y,abs``.
   The example flags key 7, Y = C (6 of f_C = 6) and key 7, Y = D (1 of f_D = 1).
 * Rule 2a, relative dominance: unsafe when ``100 f_yk / f_k >= t_k,rel``. Inclusive because
@@ -699,9 +704,15 @@ def extended_threshold_rules_on_table(table: Table, counts, key_axes: Sequence[i
     marginals ``f_y``, cells at every key's total (rule 3, ``t_min_target``); and, for a
     key dimension with subtotals, its area cells at every level below the total, checked
     by rules 1a and 2a against the area's marginal (seed 001, "Hierarchical variables").
-    A key dimension's levels are its depths, so its leaves must all be at one depth. Cells
-    at the total of a key dimension with other keys beside it, and subtotals of a target,
-    are not checked by rules 1-2 (seed 001 defines neither).
+    A key dimension's levels are its depths, so its leaves must all be at one depth.
+
+    Not checked by rules 1-2 (seed 001 defines neither; a caller who needs them names the
+    dimension differently or adds a level): cells at the total of a key dimension that has
+    other keys beside it (with one key, that total is the target marginal); subtotals of
+    a target (only key hierarchies are repeated); with several targets, the cells at the
+    total of one target and a leaf of another (rule 3 checks them as key marginals) and
+    at the totals of all targets. A key's total is not treated as its top area, so a
+    subtotal level and the total can give different verdicts for the same counts.
     """
     dims = table.dimensions
     grid = np.asarray(counts).reshape(table.shape)
