@@ -243,3 +243,10 @@ def test_overflowing_margin_and_values_outside_their_bounds_are_422(client, path
     cells[0]["lower_bound"] = 3
     r = client.post(path, json=body)
     assert (r.json()["detail"][0]["field"], r.json()["detail"][0]["cell"]) == ("lower_bound", 0)
+
+
+def test_threshold_only_checks_named_dimensions(client):
+    cells = [{"key": [k, y], "value": 5} for k in ("k1", "k2") for y in ("A", "B")]
+    body = {**SMALL, "cells": cells, "counts": {"threshold": 3, "keys": ["region"]}}
+    r = client.post("/v1/audit", json=body)
+    assert r.status_code == 422 and r.json()["detail"][0]["field"] == "counts.keys.0"

@@ -194,12 +194,15 @@ def _count_sensitivity(space, values, counts: CountRules, request_of_cell):
         cell = int(sent[sent >= 0].min()) if (sent >= 0).any() else None
         raise InputError(f"a count table needs whole counts from 0 to {MAX_COUNT} as cell "
                          "values", field="value", cell=cell)
+    # Named dimensions are checked even when only the threshold rule runs.
+    axes = convert.key_and_target_axes(counts.keys, counts.targets, list(space.names),
+                                       prefix="counts.")
     sensitive = np.zeros(len(values), bool)
     if counts.threshold is not None:
         sensitive |= frequency.threshold_rule(values, counts.threshold,
                                               zero_cells=counts.zero_cells)
     if counts.extended is not None:
-        sensitive |= _extended(space, values, counts)
+        sensitive |= _extended(space, values, counts, *axes)
     level = np.where(sensitive, counts.range / 100.0 * values, 0.0)
     # A union of suppressed cells counts the respondents of its members: the threshold
     # rule (or rule 3 of the extended rules) on it is the minimum frequency rule on summed
@@ -220,12 +223,10 @@ def _count_sensitivity(space, values, counts: CountRules, request_of_cell):
     return sensitive, level, [label], unions
 
 
-def _extended(space, values, counts: CountRules) -> np.ndarray:
+def _extended(space, values, counts: CountRules, keys, targets) -> np.ndarray:
     if not isinstance(space, Table):
         raise InputError("the extended rules need one table, not linked tables",
                          field="counts.extended")
-    keys, targets = convert.key_and_target_axes(counts.keys, counts.targets, list(space.names),
-                                                prefix="counts.")
     config = frequency.ExtendedThresholdConfig(**counts.extended.model_dump())
     return frequency.extended_threshold_rules_on_table(space, values, keys, targets, config)
 
