@@ -10,7 +10,7 @@ from starlette.exceptions import HTTPException
 from schemas.errors import ErrorReply
 from schemas.filter import FilterPolicy, FilterReply, FilterRequest, NoisePolicy
 from schemas.rules import RuleSet
-from service.sdc import frequency, magnitudes, primary
+from service.sdc import frequency, magnitudes, noise, primary
 from service.sdc import query_filter as qf
 from service.sdc.errors import InputError
 
@@ -210,15 +210,13 @@ def _check_one_row_per_respondent(cell: np.ndarray, establishment: list[str],
     """A respondent listed twice in one cell would count as two contributors for the
     p%-rule and the weighted count, so that one establishment could pass both and have
     its noisy figure, and with it its multiplier, published: refused."""
-    number = {rid: k for k, rid in enumerate(dict.fromkeys(establishment))}
-    pair = cell * len(number) + np.fromiter(map(number.__getitem__, establishment), np.int64,
-                                            len(establishment))
-    ordered = np.sort(pair)
+    distinct, number = noise.factorize(establishment)
+    ordered = np.sort(cell * len(distinct) + number)
     repeated = ordered[1:][ordered[1:] == ordered[:-1]]
     if repeated.size:
         raise InputError("a respondent is listed twice in the cell; send its contributions "
                          "summed", field="contributions.respondent",
-                         cell=others[int(repeated[0] // len(number))])
+                         cell=others[int(repeated[0] // len(distinct))])
 
 
 def _respondents(cells, index: list[int]) -> tuple[list[str], list[str]]:

@@ -207,13 +207,12 @@ def _count_sensitivity(space, values, counts: CountRules, request_of_cell):
     # A union of suppressed cells counts the respondents of its members: the threshold
     # rule (or rule 3 of the extended rules) on it is the minimum frequency rule on summed
     # counts (seed 002 section 4). Dominance rules 1-2 define nothing for a union.
-    minimum = {"threshold": counts.threshold}
+    minimum = [] if counts.threshold is None else [(counts.threshold, "threshold")]
     if counts.extended is not None and counts.extended.rule_3:
-        minimum["3"] = counts.extended.t_min_cell
-    minimum = {k: v for k, v in minimum.items() if v is not None}
+        minimum.append((counts.extended.t_min_cell, "3"))
     if not minimum:
         return sensitive, level, [], None
-    label, t = max(minimum.items(), key=lambda kv: kv[1])
+    t, label = max(minimum)
     n = len(values)
     as_counts = magnitudes.Magnitudes(
         value=values, total=values, count=values, largest=np.zeros((n, 2)),

@@ -656,8 +656,10 @@ def _key_levels(h: Hierarchy) -> tuple[list[np.ndarray], list[np.ndarray]]:
     leaves (the total excluded), each code's parent number at the next level, and the
     level's code positions in ``h`` (pre-order). Needs every leaf at one depth."""
     depth = np.zeros(h.n_codes, dtype=np.int64)
-    for i in range(1, h.n_codes):   # pre-order: a parent comes before its children
-        depth[i] = depth[h.parent[i]] + 1
+    up = h.parent
+    while (up >= 0).any():   # a loop over the levels: every code climbs one step at a time
+        depth += up >= 0
+        up = np.where(up >= 0, h.parent[np.maximum(up, 0)], -1)
     leaf_depth = np.unique(depth[h.is_leaf])
     if leaf_depth.size != 1:
         raise InputError(f"the extended rules need the leaves of key dimension {h.name!r} "

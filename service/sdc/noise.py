@@ -75,7 +75,7 @@ def _ids(ids, name: str) -> list[str]:
     return [str(x) for x in a.tolist()]
 
 
-def _factorize(ids: list[str]) -> tuple[list[str], np.ndarray]:
+def factorize(ids: list[str]) -> tuple[list[str], np.ndarray]:
     """Distinct ids in order of first appearance, and each id's position among them (a
     dict does this in C; sorting strings with ``np.unique`` cost more than the hashing)."""
     distinct = list(dict.fromkeys(ids))
@@ -141,7 +141,7 @@ def directions(enterprise_ids, secret: bytes) -> np.ndarray:
     ent = _ids(enterprise_ids, "enterprise_ids")
     if not isinstance(secret, (bytes, bytearray)) or len(secret) == 0:
         raise InputError("secret must be non-empty bytes", field="secret")
-    uniq, inverse = _factorize(ent)
+    uniq, inverse = factorize(ent)
     u = _uniforms(bytes(secret), _DIRECTION, uniq)
     return np.where(u < 0.5, 1.0, -1.0)[inverse]
 
@@ -187,8 +187,8 @@ def multipliers(enterprise_ids, establishment_ids, secret: bytes, d: float,
         raise InputError(f"{len(est)} establishment ids for {len(ent)} enterprise ids",
                          field="establishment_ids")
     secret, d, jitter = _check_params(secret, d, jitter)
-    est_uniq, est_inv = _factorize(est)
-    ent_uniq, ent_inv = _factorize(ent)
+    est_uniq, est_inv = factorize(est)
+    ent_uniq, ent_inv = factorize(ent)
     # One enterprise per establishment: the first enterprise seen for each establishment
     # must be the enterprise of every row of it.
     first_row = np.full(len(est_uniq), len(ent), dtype=np.int64)
