@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 
 import numpy as np
+import orjson
 import pytest
 
 from schemas.profiles import Profile
@@ -237,6 +238,27 @@ def _error(client, b) -> dict:
     r = client.post("/v1/filter", json=b)
     assert r.status_code == 422, r.text
     return r.json()["detail"][0]
+
+
+@pytest.mark.parametrize("content_type", [None, "text/plain", "application/xml"])
+def test_body_must_be_sent_as_json(client, content_type):
+    """The filter reads its body from the bytes (service.api.body), with the same rule as
+    FastAPI's reader: JSON needs a JSON content type."""
+    headers = {} if content_type is None else {"content-type": content_type}
+    r = client.post("/v1/filter", content=orjson.dumps(body()), headers=headers)
+    assert r.status_code == 422, r.text
+    detail = r.json()["detail"][0]
+    assert detail["field"] is None and "Content-Type: application/json" in detail["message"]
+    r = client.post("/v1/filter", content=orjson.dumps(body()),
+                    headers={"content-type": "application/vnd.query+json; charset=utf-8"})
+    assert r.status_code == 200, r.text
+
+
+def test_lone_surrogate_is_invalid_json(client):
+    raw = orjson.dumps(body()).replace(b'"Mining"', b'"\\ud800"', 1)
+    r = client.post("/v1/filter", content=raw, headers={"content-type": "application/json"})
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"][0]["message"].startswith("body is not valid JSON")
 
 
 @pytest.mark.parametrize("count, message", [(-1, "greater than or equal to 0"),

@@ -675,7 +675,7 @@ def test_openapi_request_bodies_have_examples(client, schema):
 
 
 @pytest.mark.parametrize("path", ["/v1/sensitivity", "/v1/conversions", "/v1/audit",
-                                  "/v1/suppress", "/v1/frequency/sensitivity"])
+                                  "/v1/suppress", "/v1/frequency/sensitivity", "/v1/filter"])
 def test_openapi_examples_are_accepted(client, path):
     spec = client.get("/openapi.json").json()
     ref = spec["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]["$ref"]

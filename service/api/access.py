@@ -26,6 +26,8 @@ from schemas.errors import ErrorReply
 from service.keys import KeyStore
 from service.middleware import send_error
 
+from . import body
+
 PROTECTED_PREFIX = "/v1/"
 UNAUTHORIZED = "a valid API key is required (header 'X-API-Key' or 'Authorization: Bearer')"
 _CHALLENGE = {"WWW-Authenticate": 'Bearer realm="sdc"'}
@@ -128,7 +130,7 @@ _DOCUMENTED = {
 
 def install(app: FastAPI, store: KeyStore | None) -> None:
     """Keep the key store for :func:`current_caller`; document keys and 401/403/503 in the
-    OpenAPI. (``create_app`` adds :class:`AuthMiddleware` where it belongs in the stack.)"""
+    OpenAPI, with the error reply's schema and those of bodies read by :mod:`.body`. (``create_app`` adds :class:`AuthMiddleware` where it belongs in the stack.)"""
     app.state.keys = store
 
     generate = app.openapi
@@ -138,9 +140,8 @@ def install(app: FastAPI, store: KeyStore | None) -> None:
             schema = generate()
             components = schema.setdefault("components", {})
             schemas = components.setdefault("schemas", {})
-            error = ErrorReply.model_json_schema(ref_template="#/components/schemas/{model}")
-            schemas.update(error.pop("$defs", {}))
-            schemas.setdefault("ErrorReply", error)
+            for model in (ErrorReply, *body.DOCUMENTED.values()):
+                body.add_components(schemas, model)
             components["securitySchemes"] = {
                 "ApiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"},
                 "Bearer": {"type": "http", "scheme": "bearer"}}

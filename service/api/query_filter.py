@@ -16,6 +16,7 @@ from service.sdc.errors import InputError
 
 from . import convert
 from .access import Caller, current_caller
+from .body import openapi_body, validated
 from .deps import check_cell_count
 from .errors import RequestError
 from .responses import JSONBytes
@@ -24,10 +25,9 @@ from .work import compute
 router = APIRouter(prefix="/v1", tags=["filter"])
 
 
-@router.post("/filter", response_model=FilterReply,
+@router.post("/filter", response_model=FilterReply, openapi_extra=openapi_body(FilterRequest),
              responses={413: {"model": ErrorReply}, 422: {"model": ErrorReply}})
-async def filter_answer(body: FilterRequest, request: Request,
-                        caller: Caller = Depends(current_caller)):
+async def filter_answer(request: Request, caller: Caller = Depends(current_caller)):
     """Publish a query's answer as is, with some cells suppressed, or refuse it.
 
     First the query filter on the query's definition (maximum variables, forbidden
@@ -40,6 +40,7 @@ async def filter_answer(body: FilterRequest, request: Request,
     the user what to change and name no parameter.
     """
     settings, metrics = request.app.state.settings, request.app.state.metrics
+    body = await validated(request, FilterRequest)   # from the bytes: on every query's path
     check_cell_count(len(body.cells), settings)
     request.state.cell_keys = [c.key for c in body.cells]
     rules, policy = _policy(body, settings, caller)
