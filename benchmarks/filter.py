@@ -14,6 +14,9 @@ Scenarios (``--seconds`` each, default 30, after a 3 s warm-up):
   as ``microdata`` columns and as contribution objects;
 * ``refuse``: the AQS approach on the same answers (p%-rule and minimum frequency);
 * ``refuse, counts``: the AQS approach on 50 count cells.
+
+Below each scenario's line: the machine's speed before the pass and its stalls during it
+(:mod:`benchmarks.stalls`), to tell a slow server from a slow machine.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.load import FILTER_KEY, _read_reply, _request  # noqa: E402
+from benchmarks import stalls  # noqa: E402
 from benchmarks.loadgen import Server, server  # noqa: E402
 from service import keys  # noqa: E402
 
@@ -118,20 +122,25 @@ async def _open_loop(port: int, raw: bytes, rate: float, seconds: float,
 
 
 def measure(srv: Server, body: dict, rate: float, seconds: float, connections: int) -> str:
-    """One scenario's line: throughput, latency percentiles from due times, and the CPU the
+    """One scenario's line: throughput, latency percentiles from due times, the CPU the
     server and this client spent per request (on a shared 2-core machine the client's share
-    is CPU the server does not get)."""
+    is CPU the server does not get), and the state of the machine: its speed before the
+    pass (:func:`stalls.speed_probe`) and its stalls during it (:func:`stalls.watch`)."""
     raw = _request("/v1/filter", orjson.dumps(body), FILTER_KEY)
     asyncio.run(_open_loop(srv.port, raw, rate, 3, connections))      # warm-up
-    server_cpu, client_cpu = srv.cpu_seconds(), time.process_time()
-    lat, statuses, elapsed = asyncio.run(_open_loop(srv.port, raw, rate, seconds, connections))
-    server_ms = (srv.cpu_seconds() - server_cpu) / len(lat) * 1000
-    client_ms = (time.process_time() - client_cpu) / len(lat) * 1000
+    speed = stalls.speed_probe()
+    with stalls.watch() as machine:
+        server_cpu, client_cpu = srv.cpu_seconds(), time.process_time()
+        lat, statuses, elapsed = asyncio.run(_open_loop(srv.port, raw, rate, seconds,
+                                                        connections))
+        server_ms = (srv.cpu_seconds() - server_cpu) / len(lat) * 1000
+        client_ms = (time.process_time() - client_cpu) / len(lat) * 1000
     ms = lat * 1000
     return (f"{len(lat) / elapsed:5.0f} req/s  p50 {np.percentile(ms, 50):6.2f} ms  "
             f"p90 {np.percentile(ms, 90):6.2f} ms  p99 {np.percentile(ms, 99):6.2f} ms  "
             f"max {ms.max():7.2f} ms  CPU/req server {server_ms:4.2f} ms client "
-            f"{client_ms:4.2f} ms  statuses {dict(sorted(statuses.items()))}")
+            f"{client_ms:4.2f} ms  statuses {dict(sorted(statuses.items()))}\n"
+            f"  {'':<18} speed probe {speed:.1f} ms, {machine.line()}")
 
 
 def main() -> None:

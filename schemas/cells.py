@@ -17,7 +17,7 @@ def _utf8(code: str) -> str:
     return code
 
 
-Code = Annotated[str, AfterValidator(_utf8), Field(max_length=200)]
+Code = Annotated[str, Field(max_length=200), AfterValidator(_utf8)]
 CellKey = list[Code]
 
 

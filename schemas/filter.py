@@ -106,9 +106,11 @@ class Microdata(BaseModel):
 
     @model_validator(mode="after")
     def _same_lengths(self) -> Microdata:
-        for name in ("respondent", "holding", "weight"):
-            column = getattr(self, name)
-            if column is not None and len(column) != len(self.value):
+        # Written out, not looped over names: it runs for every cell of every query.
+        n = len(self.value)
+        for name, column in (("respondent", self.respondent), ("holding", self.holding),
+                             ("weight", self.weight)):
+            if column is not None and len(column) != n:
                 raise ValueError(f"'{name}' must have one entry per value")
         return self
 
@@ -127,9 +129,9 @@ class FilterCell(BaseModel):
 
     @model_validator(mode="after")
     def _one_source(self) -> FilterCell:
-        given = [n for n in ("count", "contributions", "microdata", "summary")
-                 if getattr(self, n) is not None]
-        if len(given) != 1:
+        given = ((self.count is not None) + (self.contributions is not None)
+                 + (self.microdata is not None) + (self.summary is not None))
+        if given != 1:
             raise ValueError("give exactly one of 'count', 'contributions', 'microdata' and "
                              "'summary'")
         return self

@@ -1,0 +1,105 @@
+"""Is the machine itself stalling or slowing down? Two probes for latency benchmarks.
+
+* :func:`speed_probe`: milliseconds for a fixed pure-Python workload. On a virtual machine
+  the same code can run 30-40 % slower from one minute to the next without any steal time
+  being reported; the probe, taken before each pass, shows it.
+* :func:`watch`: a separate process that sleeps 1 ms at a time and records every wake-up
+  late by more than ``threshold_ms``. It holds no lock and shares no event loop with the
+  server or the load generator, so a late wake-up is the machine not running anything
+  (the hypervisor, or every core busy), not a slow server.
+
+Run ``python -m benchmarks.stalls --seconds 10`` to watch the machine alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import subprocess
+import sys
+import threading
+import time
+import timeit
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TICK = 0.001
+
+
+def speed_probe() -> float:
+    """Best of 5 timings, in milliseconds, of summing 200,000 squares in Python."""
+    def work() -> int:
+        total = 0
+        for i in range(200_000):
+            total += i * i
+        return total
+    return min(timeit.repeat(work, number=1, repeat=5)) * 1000
+
+
+@dataclass
+class Stalls:
+    """Late wake-ups of the watcher: how many, the longest and their sum (milliseconds)."""
+
+    count: int = 0
+    longest_ms: float = 0.0
+    total_ms: float = 0.0
+
+    def line(self) -> str:
+        return (f"machine stalls {self.count} (longest {self.longest_ms:.1f} ms, "
+                f"{self.total_ms:.0f} ms in all)")
+
+
+def _record(threshold_ms: float, until: float) -> Stalls:
+    stalls = Stalls()
+    while time.perf_counter() < until:
+        start = time.perf_counter()
+        time.sleep(TICK)
+        late = (time.perf_counter() - start - TICK) * 1000
+        if late > threshold_ms:
+            stalls.count += 1
+            stalls.longest_ms = max(stalls.longest_ms, late)
+            stalls.total_ms += late
+    return stalls
+
+
+@contextlib.contextmanager
+def watch(threshold_ms: float = 5.0, max_seconds: float = 3600):
+    """Watch for stalls while the ``with`` block runs; the yielded :class:`Stalls` is
+    filled in when it ends."""
+    result = Stalls()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.stalls", "--seconds", str(max_seconds),
+         "--threshold-ms", str(threshold_ms), "--stop-on-input"],
+        cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        yield result
+    finally:
+        out, _ = proc.communicate("stop\n", timeout=30)
+        if out.strip():
+            result.__dict__.update(json.loads(out.strip().splitlines()[-1]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--threshold-ms", type=float, default=5.0)
+    parser.add_argument("--stop-on-input", action="store_true",
+                        help="stop early when a line arrives on stdin (used by watch())")
+    args = parser.parse_args()
+    until = time.perf_counter() + args.seconds
+    stop = threading.Event()
+    if args.stop_on_input:
+        threading.Thread(target=lambda: (sys.stdin.readline(), stop.set()), daemon=True).start()
+    stalls = Stalls()
+    while time.perf_counter() < until and not stop.is_set():
+        part = _record(args.threshold_ms, min(until, time.perf_counter() + 0.1))
+        stalls.count += part.count
+        stalls.longest_ms = max(stalls.longest_ms, part.longest_ms)
+        stalls.total_ms += part.total_ms
+    print(json.dumps(stalls.__dict__), flush=True)
+
+
+if __name__ == "__main__":
+    main()
