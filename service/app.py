@@ -46,13 +46,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.metrics = metrics
     errors.install(app)
+    # First: routes are matched in order, and the filter is on the path of every user query.
+    app.include_router(query_filter.router)
     app.include_router(health.router)
     app.include_router(sensitivity.router)
     app.include_router(frequency.router)
     app.include_router(conversions.router)
     app.include_router(audit.router)
     app.include_router(suppress.router)
-    app.include_router(query_filter.router)
     access.install(app, KeyStore(settings.api_keys_file) if settings.api_keys_file else None)
     app.state.pool = Pool(settings.worker_threads, settings.queue_depth, metrics)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)

@@ -229,17 +229,15 @@ def _respondents(cells, index: list[int]) -> tuple[list[str], list[str]]:
     for i in index:
         micro = cells[i].microdata
         if micro is not None:
-            if micro.respondent is None:
-                raise InputError("the noise approach needs the respondent of every "
-                                 "contribution", field="microdata.respondent", cell=i)
-            establishment += micro.respondent
-            enterprise += (micro.respondent if micro.holding is None else
-                           [r if h is None else h for r, h in zip(micro.respondent, micro.holding)])
-            continue
-        for k, x in enumerate(cells[i].contributions):
-            if x.respondent is None:
-                raise InputError("the noise approach needs the respondent of every "
-                                 "contribution", field=f"contributions.{k}.respondent", cell=i)
-            establishment.append(x.respondent)
-            enterprise.append(x.respondent if x.holding is None else x.holding)
+            ids, holdings = micro.respondent, micro.holding
+        else:
+            ids = [x.respondent for x in cells[i].contributions]
+            holdings = [x.holding for x in cells[i].contributions]
+        if ids is None or None in ids:
+            raise InputError("the noise approach needs the respondent of every contribution",
+                             field="microdata.respondent" if micro is not None else
+                             f"contributions.{ids.index(None)}.respondent", cell=i)
+        establishment += ids
+        enterprise += (ids if holdings is None else
+                       [r if h is None else h for r, h in zip(ids, holdings)])
     return establishment, enterprise

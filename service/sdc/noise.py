@@ -62,7 +62,7 @@ def _ids(ids, name: str) -> list[str]:
     """Ids as a list of str; ``InputError`` naming ``name`` otherwise."""
     if isinstance(ids, (str, bytes)) or not isinstance(ids, (Sequence, np.ndarray)):
         raise InputError(f"{name} must be a list of ids", field=name)
-    if isinstance(ids, list) and all(type(x) is str for x in ids):
+    if isinstance(ids, list) and set(map(type, ids)) <= {str}:
         return ids   # the API's case: already text
     a = np.asarray(ids, dtype=object)
     if a.ndim != 1:
