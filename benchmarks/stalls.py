@@ -1,12 +1,9 @@
-"""Is the machine itself stalling or slowing down? Two probes for latency benchmarks.
+"""Is the machine itself stalling? A watcher for latency benchmarks.
 
-* :func:`speed_probe`: milliseconds for a fixed pure-Python workload. On a virtual machine
-  the same code can run 30-40 % slower from one minute to the next without any steal time
-  being reported; the probe, taken before each pass, shows it.
-* :func:`watch`: a separate process that sleeps 1 ms at a time and records every wake-up
-  late by more than ``threshold_ms``. It holds no lock and shares no event loop with the
-  server or the load generator, so a late wake-up is the machine not running anything
-  (the hypervisor, or every core busy), not a slow server.
+:func:`watch` runs a separate process that sleeps 1 ms at a time and records every wake-up
+late by more than ``threshold_ms``. It holds no lock and shares no event loop with the
+server or the load generator, so a late wake-up is the machine not running anything (the
+hypervisor, or every core busy), not a slow server.
 
 Run ``python -m benchmarks.stalls --seconds 10`` to watch the machine alone.
 """
@@ -20,22 +17,11 @@ import subprocess
 import sys
 import threading
 import time
-import timeit
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TICK = 0.001
-
-
-def speed_probe() -> float:
-    """Best of 5 timings, in milliseconds, of summing 200,000 squares in Python."""
-    def work() -> int:
-        total = 0
-        for i in range(200_000):
-            total += i * i
-        return total
-    return min(timeit.repeat(work, number=1, repeat=5)) * 1000
 
 
 @dataclass

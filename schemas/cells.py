@@ -8,16 +8,21 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 
 _STRICT = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-def _utf8(code: str) -> str:
+
+def _code(code: str) -> str:
     # JSON can carry lone surrogates ("\ud800") that no UTF-8 reply could repeat.
     try:
         code.encode("utf-8")
     except UnicodeEncodeError:
         raise ValueError("code is not valid Unicode text (lone surrogate)") from None
+    # Tables hold codes in numpy string arrays, which drop trailing NULs: "A\x00" and "A"
+    # would be one cell.
+    if "\x00" in code:
+        raise ValueError("code contains a NUL character")
     return code
 
 
-Code = Annotated[str, Field(max_length=200), AfterValidator(_utf8)]
+Code = Annotated[str, Field(max_length=200), AfterValidator(_code)]
 CellKey = list[Code]
 
 

@@ -391,6 +391,18 @@ def test_relaxed_rule_with_extreme_parameter_is_not_a_500(make_client, rule):
     assert response.status_code in (200, 422), response.text
 
 
+def test_nul_in_a_code_is_refused(client):
+    """numpy string arrays drop trailing NULs, so "A\\0" would merge with "A"."""
+    response = client.post("/v1/sensitivity", json=request_with(
+        {"key": ["good\x00"], "contributions": [{"value": 5}]}))
+    detail = assert_error(response, field="key.0", cell=1)
+    assert "NUL" in detail["message"]
+    structure = {"dimensions": [{"name": "r", "leaves": ["A", "A\x00"], "total": "T"}]}
+    cells = [{"key": ["A"], "value": 1}, {"key": ["A\x00"], "value": 2}]
+    response = client.post("/v1/audit", json={"structure": structure, "cells": cells})
+    assert response.status_code == 422 and "NUL" in response.text, response.text
+
+
 @pytest.mark.parametrize("value", [b"1", b"-1"], ids=["reply", "error reply"])
 def test_lone_surrogate_in_key_is_not_a_500(make_client, value):
     client = make_client(raise_server_exceptions=False)
