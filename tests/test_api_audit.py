@@ -161,6 +161,22 @@ def test_margins_that_do_not_add_up(client):
     assert client.post("/v1/audit", json=body).status_code == 200
 
 
+def test_wrong_margin_is_named_when_the_total_is_computed(client):
+    """Row totals sent, column totals and the grand total computed: the broken relations
+    are B's row and the grand total's (whose margin the service computed); the error names
+    the sent margin that breaks its own row."""
+    structure = {"dimensions": [{"name": "row", "leaves": ["A", "B"], "total": "T"},
+                                {"name": "col", "leaves": ["I", "II"], "total": "T"}]}
+    cells = [{"key": k, "value": v} for k, v in [
+        (["A", "I"], 1), (["A", "II"], 2), (["B", "I"], 3), (["B", "II"], 4),
+        (["A", "T"], 3), (["B", "T"], 8)]]
+    r = client.post("/v1/audit", json={"structure": structure, "cells": cells})
+    assert r.status_code == 422, r.text
+    (detail,) = r.json()["detail"]
+    assert (detail["cell"], detail["key"], detail["field"]) == (5, ["B", "T"], "value")
+    assert "off by 1" in detail["message"]
+
+
 def test_time_limit_makes_the_verdict_uncertified(client):
     body = golden_body(TABLE_7, **{"A,I": {"protection": {"upper": 30, "lower": 0}}})
     body["time_limit"] = 1e-9

@@ -325,12 +325,18 @@ def _bounds(cells, where, n, name, default) -> np.ndarray:
 
 
 def check_additivity(inputs: TableInputs, tolerance: float) -> None:
-    """Sent margins that do not add up are an error naming the relation."""
-    broken = inputs.space.check_additivity(inputs.values, tolerance)
-    if broken:
-        v = broken[0]
-        parent = int(inputs.space.relation_parent[v.index])
-        cell = int(inputs.request_of_cell[parent])
-        raise InputError(f"margins do not add up: {v.description} is off by {v.residual:g} "
-                         f"(structure.tolerance is {tolerance:g})", field="value",
-                         cell=cell if cell >= 0 else None)
+    """Sent margins that do not add up are an error naming a broken relation and a sent
+    cell of it: preferably a relation whose margin was sent (a wrong margin breaks its own
+    relation to its parts), named by that margin; else the first broken relation, named
+    by the first of its cells that was sent."""
+    space, sent_as = inputs.space, inputs.request_of_cell
+    broken = space.check_additivity(inputs.values, tolerance)
+    if not broken:
+        return
+    parent = space.relation_parent
+    v = next((b for b in broken if sent_as[parent[b.index]] >= 0), broken[0])
+    members = np.concatenate([[parent[v.index]], space.relations[v.index].indices])
+    sent = sent_as[members][sent_as[members] >= 0]
+    raise InputError(f"margins do not add up: {v.description} is off by {v.residual:g} "
+                     f"(structure.tolerance is {tolerance:g})", field="value",
+                     cell=int(sent[0]) if sent.size else None)
