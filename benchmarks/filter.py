@@ -16,8 +16,9 @@ Scenarios (``--seconds`` each, default 30, after a 3 s warm-up):
 * ``refuse, counts``: the AQS approach on 50 count cells.
 
 Below each scenario's line: the machine's speed for the same work just before the pass
-(:func:`work_probe`) and its stalls during it (:mod:`benchmarks.stalls`), to tell a slow
-server from a slow machine.
+(:func:`work_probe`) and its stalls during it (:mod:`benchmarks.machine`), to tell a slow
+server from a slow machine. ``--busy-neighbours N`` keeps N processes spinning on the CPU
+during the run, to see the headroom.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.load import FILTER_KEY, _read_reply, _request  # noqa: E402
-from benchmarks import stalls  # noqa: E402
+from benchmarks import machine  # noqa: E402
 from benchmarks.loadgen import Server, server  # noqa: E402
 from schemas.filter import FilterRequest  # noqa: E402
 from schemas.profiles import Profile  # noqa: E402
@@ -130,11 +131,11 @@ def measure(srv: Server, body: dict, rate: float, seconds: float, connections: i
     """One scenario's line: throughput, latency percentiles from due times, the CPU the
     server and this client spent per request (on a shared 2-core machine the client's share
     is CPU the server does not get), and the state of the machine: its speed before the
-    pass (:func:`work_probe`) and its stalls during it (:func:`stalls.watch`)."""
+    pass (:func:`work_probe`) and its stalls during it (:func:`machine.watch`)."""
     raw = _request("/v1/filter", orjson.dumps(body), FILTER_KEY)
     asyncio.run(_open_loop(srv.port, raw, rate, 3, connections))      # warm-up
     speed = work_probe(body)
-    with stalls.watch() as machine:
+    with machine.watch() as stalls:
         server_cpu, client_cpu = srv.cpu_seconds(), time.process_time()
         lat, statuses, elapsed = asyncio.run(_open_loop(srv.port, raw, rate, seconds,
                                                         connections))
@@ -145,7 +146,7 @@ def measure(srv: Server, body: dict, rate: float, seconds: float, connections: i
             f"p90 {np.percentile(ms, 90):6.2f} ms  p99 {np.percentile(ms, 99):6.2f} ms  "
             f"max {ms.max():7.2f} ms  CPU/req server {server_ms:4.2f} ms client "
             f"{client_ms:4.2f} ms  statuses {dict(sorted(statuses.items()))}\n"
-            f"  {'':<18} same work in this process {speed:.2f} ms, {machine.line()}")
+            f"  {'':<18} same work in this process {speed:.2f} ms, {stalls.line()}")
 
 
 def work_probe(body: dict, repeat: int = 200) -> float:
@@ -174,6 +175,8 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--workers", type=int, default=1, help="SDC_WORKERS (processes)")
     parser.add_argument("--scenario", nargs="+", choices=SCENARIOS, default=list(SCENARIOS))
+    parser.add_argument("--busy-neighbours", type=int, default=0, metavar="N",
+                        help="processes spinning on the CPU during the run (a noisy neighbour)")
     args = parser.parse_args()
 
     bodies = {name: {"profile": profile, "query": QUERY, "cells": answer(args.cells, seed, form)}
@@ -185,15 +188,17 @@ def main() -> None:
         profiles.write_text(json.dumps(PROFILES))
         env = {"SDC_API_KEYS_FILE": str(key_file), "SDC_PROFILES": str(profiles),
                "SDC_NOISE_SECRET": NOISE_SECRET}
-        with server(env, workers=args.workers) as srv:
+        with server(env, workers=args.workers) as srv, machine.busy_neighbours(args.busy_neighbours):
             for rate in args.rate:
                 print(f"POST /v1/filter, {args.cells} cells, open loop at {rate:.0f} req/s for "
                       f"{args.seconds:.0f} s per scenario, {args.connections} connections, "
-                      f"{args.workers} server process(es), latency from each request's due "
-                      f"time; load average before: {os.getloadavg()[0]:.2f}")
+                      f"{args.workers} server process(es), {args.busy_neighbours} busy "
+                      f"neighbour(s), latency from each request's due time; load average "
+                      f"before: {os.getloadavg()[0]:.2f}")
                 for name, body in bodies.items():
                     print(f"  {name:<18} {measure(srv, body, rate, args.seconds, args.connections)}",
                           flush=True)
+
 
 if __name__ == "__main__":
     main()

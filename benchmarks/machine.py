@@ -1,11 +1,15 @@
-"""Is the machine itself stalling? A watcher for latency benchmarks.
+"""The machine under a latency benchmark: is it stalling, and how does the service fare
+when a neighbour is busy?
 
 :func:`watch` runs a separate process that sleeps 1 ms at a time and records every wake-up
 late by more than ``threshold_ms``. It holds no lock and shares no event loop with the
 server or the load generator, so a late wake-up is the machine not running anything (the
 hypervisor, or every core busy), not a slow server.
 
-Run ``python -m benchmarks.stalls --seconds 10`` to watch the machine alone.
+:func:`busy_neighbours` keeps ``n`` processes spinning on the CPU for the length of a
+``with`` block: a noisy neighbour on purpose, to see how much headroom is left.
+
+Run ``python -m benchmarks.machine --seconds 10`` to watch the machine alone.
 """
 
 from __future__ import annotations
@@ -56,7 +60,7 @@ def watch(threshold_ms: float = 5.0, max_seconds: float = 3600):
     filled in when it ends."""
     result = Stalls()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.stalls", "--seconds", str(max_seconds),
+        [sys.executable, "-m", "benchmarks.machine", "--seconds", str(max_seconds),
          "--threshold-ms", str(threshold_ms), "--stop-on-input"],
         cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
@@ -65,6 +69,19 @@ def watch(threshold_ms: float = 5.0, max_seconds: float = 3600):
         out, _ = proc.communicate("stop\n", timeout=30)
         if out.strip():
             result.__dict__.update(json.loads(out.strip().splitlines()[-1]))
+
+
+@contextlib.contextmanager
+def busy_neighbours(n: int):
+    """``n`` processes that spin on the CPU until the block ends."""
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                for _ in range(n)]
+    try:
+        yield
+    finally:
+        for proc in spinners:
+            proc.kill()
+            proc.wait()
 
 
 def main() -> None:
