@@ -299,7 +299,11 @@ def test_enterprise_direction_and_respondent_under_two_holdings(client):
     assert got[0]["value"] == pytest.approx(expected_noisy(cells[0], SECRET))
     cells[1]["contributions"][0] = {"value": 100, "respondent": "a1", "holding": "G"}
     detail = _error(client, body(lax, cells=cells))
-    assert detail["field"] == "contributions" and detail["cell"] == 1
+    assert (detail["field"], detail["cell"]) == ("contributions.holding", 1)
+    cells[1] = {"key": ["B", "x"], "microdata": {"value": [100], "respondent": ["a1"],
+                                                 "holding": ["G"]}}
+    detail = _error(client, body(lax, cells=cells))
+    assert (detail["field"], detail["cell"]) == ("microdata.holding", 1)
 
 
 def test_key_length_and_missing_rules(client):

@@ -195,7 +195,7 @@ def _noise_screen(body, stat: NoisePolicy, secret: bytes, counts: list[int],
         cell = None if error.cell is None else others[int(c.cell[error.cell])]
         if error.field == "enterprise_ids":
             raise InputError("a respondent is listed under two holdings",
-                             field="contributions", cell=cell) from None
+                             field="contributions.holding", cell=cell) from None
         raise InputError(error.message, field="contributions.value", cell=cell) from None
     criteria = qf.noise_criteria(noisy, m, rules)
     for name in qf.CRITERIA:
