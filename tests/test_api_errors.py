@@ -291,6 +291,14 @@ def test_body_not_json(client, path, body):
     assert_error(post_raw(client, body, path), field=None, cell=None, key=None)
 
 
+@pytest.mark.parametrize("path", ["/v1/sensitivity", "/v1/conversions", "/v1/audit",
+                                  "/v1/suppress", "/v1/frequency/sensitivity"])
+def test_body_needs_a_json_content_type(client, path):
+    response = client.post(path, content=b"{}", headers={"content-type": "text/plain"})
+    detail = assert_error(response, field=None, cell=None, key=None)
+    assert "Content-Type: application/json" in detail["message"]
+
+
 @pytest.mark.parametrize("path", ["/v1/sensitivity", "/v1/conversions", "/v1/filter"])
 @pytest.mark.parametrize("body", [b"[]", b'[{"cells": []}]', b'"text"', b"42", b"null"])
 def test_body_json_but_not_an_object(client, path, body):

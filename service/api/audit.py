@@ -11,16 +11,17 @@ from service.sdc.audit import PatternAudit, audit_pattern
 
 from . import tables
 from .access import Caller, current_caller
+from .body import openapi_body, validated
 from .responses import JSONBytes
 from .work import compute
 
 router = APIRouter(prefix="/v1", tags=["audit"])
 
 
-@router.post("/audit", response_model=AuditReply,
+@router.post("/audit", openapi_extra=openapi_body(AuditRequest),
+             response_model=AuditReply,
              responses={413: {"model": ErrorReply}, 422: {"model": ErrorReply}})
-async def audit(body: AuditRequest, request: Request,
-                caller: Caller = Depends(current_caller)):
+async def audit(request: Request, caller: Caller = Depends(current_caller)):
     """Audit a suppression pattern of a structured table.
 
     For every suppressed cell its feasibility interval under the published cells and the
@@ -34,6 +35,7 @@ async def audit(body: AuditRequest, request: Request,
     within the time limit. The filter role receives the verdict and, per cell, whether it
     is protected; intervals, protection levels and unions go to analysts only.
     """
+    body = await validated(request, AuditRequest)
     spec, disclose, time_limit = tables.admit(body, request)
     reply, solve = await compute(_audit, body, spec, disclose, time_limit, size=len(body.cells))
     request.app.state.metrics.observe_solve("audit", *solve)

@@ -20,6 +20,7 @@ from service.sdc.errors import InputError
 
 from . import convert
 from .access import Caller, current_caller
+from .body import openapi_body, validated
 from .deps import check_cell_count
 from .responses import JSONBytes
 from .work import compute
@@ -27,10 +28,10 @@ from .work import compute
 router = APIRouter(prefix="/v1", tags=["frequency"])
 
 
-@router.post("/frequency/sensitivity", response_model=FrequencyReply,
+@router.post("/frequency/sensitivity", openapi_extra=openapi_body(FrequencyRequest),
+             response_model=FrequencyReply,
              responses={413: {"model": ErrorReply}, 422: {"model": ErrorReply}})
-async def frequency_sensitivity(body: FrequencyRequest, request: Request,
-                                caller: Caller = Depends(current_caller)):
+async def frequency_sensitivity(request: Request, caller: Caller = Depends(current_caller)):
     """Which cells of a count table are sensitive, and by which rules.
 
     The threshold rule: ``0 < count < t`` (seed 003 section A). The extended threshold
@@ -42,6 +43,7 @@ async def frequency_sensitivity(body: FrequencyRequest, request: Request,
     The filter role receives decisions only: each cell's key, status and sensitive, and
     each marginal's key and sensitive.
     """
+    body = await validated(request, FrequencyRequest)
     settings, metrics = request.app.state.settings, request.app.state.metrics
     check_cell_count(len(body.cells), settings)
     n_table = math.prod(len(d.codes) for d in body.dimensions)

@@ -12,16 +12,17 @@ from service.sdc import primary
 
 from . import convert
 from .access import Caller, current_caller
+from .body import openapi_body, validated
 from .deps import check_cell_count, resolve_rules
 from .work import compute
 
 router = APIRouter(prefix="/v1", tags=["sensitivity"])
 
 
-@router.post("/sensitivity", response_model=SensitivityReply,
+@router.post("/sensitivity", openapi_extra=openapi_body(SensitivityRequest),
+             response_model=SensitivityReply,
              responses={413: {"model": ErrorReply}, 422: {"model": ErrorReply}})
-async def sensitivity(body: SensitivityRequest, request: Request,
-                      caller: Caller = Depends(current_caller)):
+async def sensitivity(request: Request, caller: Caller = Depends(current_caller)):
     """Which cells are sensitive, by which rules, and the protection each needs.
 
     Every rule's linear sensitivity measure S (seed 003 B.1) is evaluated on every cell;
@@ -30,6 +31,7 @@ async def sensitivity(body: SensitivityRequest, request: Request,
 
     The filter role receives the decision per cell only (key, status, sensitive).
     """
+    body = await validated(request, SensitivityRequest)
     settings, metrics = request.app.state.settings, request.app.state.metrics
     check_cell_count(len(body.cells), settings)
     request.state.cell_keys = [c.key for c in body.cells]

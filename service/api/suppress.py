@@ -12,6 +12,7 @@ from service.sdc.suppress import SuppressionResult, cell_costs, suppress
 
 from . import tables
 from .access import Caller, current_caller
+from .body import openapi_body, validated
 from .audit import audit_reply
 from .responses import JSONBytes
 from .work import compute
@@ -19,10 +20,10 @@ from .work import compute
 router = APIRouter(prefix="/v1", tags=["suppression"])
 
 
-@router.post("/suppress", response_model=SuppressReply,
+@router.post("/suppress", openapi_extra=openapi_body(SuppressRequest),
+             response_model=SuppressReply,
              responses={413: {"model": ErrorReply}, 422: {"model": ErrorReply}})
-async def suppress_route(body: SuppressRequest, request: Request,
-                         caller: Caller = Depends(current_caller)):
+async def suppress_route(request: Request, caller: Caller = Depends(current_caller)):
     """The whole pipeline in one call.
 
     Primary sensitivity by the rule set or profile (cells may also carry protection levels),
@@ -34,6 +35,7 @@ async def suppress_route(body: SuppressRequest, request: Request,
     The filter role receives the cells' statuses and the loss; the audit and the solver's
     message (which can name protection levels) go to analysts only.
     """
+    body = await validated(request, SuppressRequest)
     spec, disclose, time_limit = tables.admit(body, request)
     reply = await compute(_suppress, body, spec, disclose, time_limit, size=len(body.cells))
     solver = reply["solver"]
