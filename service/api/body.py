@@ -59,15 +59,15 @@ def _is_json(content_type: str | None) -> bool:
 async def validated(request: Request, model: type[M]) -> M:
     """The request's body as ``model``; 422 (the usual validation reply) when it is not
     JSON, not UTF-8, or not a valid ``model``."""
+    if not _is_json(request.headers.get("content-type")):   # before reading any of it
+        raise RequestValidationError([{
+            "type": "model_attributes_type", "loc": ("body",), "ctx": None,
+            "msg": "the body must be JSON, sent with Content-Type: application/json"}])
     try:
         raw = await request.body()
     except ClientDisconnect:
         raise HTTPException(400, "the client closed the connection before the body "
                                  "arrived") from None
-    if not _is_json(request.headers.get("content-type")):
-        raise RequestValidationError([{
-            "type": "model_attributes_type", "loc": ("body",), "ctx": None,
-            "msg": "the body must be JSON, sent with Content-Type: application/json"}])
     try:
         return model.model_validate_json(raw)
     except ValidationError as error:
