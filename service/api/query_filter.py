@@ -103,7 +103,7 @@ def _named_for_microdata(cells, error: InputError) -> InputError:
 
 
 def _statistical_filter(body: FilterRequest, rules: RuleSet | None, policy: FilterPolicy,
-            secret: bytes | None, diagnostics: bool) -> tuple[dict, int]:
+                        secret: bytes | None, diagnostics: bool) -> tuple[dict, int]:
     """The statistical-results filter on the figures (after the query filter passed)."""
     convert.check_unique_keys([c.key for c in body.cells])
     for i, cell in enumerate(body.cells):
