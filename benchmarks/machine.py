@@ -21,7 +21,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,9 +41,10 @@ class Stalls:
                 f"{self.total_ms:.0f} ms in all)")
 
 
-def _record(threshold_ms: float, until: float) -> Stalls:
+def _record(threshold_ms: float, until: float, stop: threading.Event) -> Stalls:
+    """Sleep a tick at a time until ``until`` (or ``stop``), keeping the late wake-ups."""
     stalls = Stalls()
-    while time.perf_counter() < until:
+    while time.perf_counter() < until and not stop.is_set():
         start = time.perf_counter()
         time.sleep(TICK)
         late = (time.perf_counter() - start - TICK) * 1000
@@ -95,13 +96,7 @@ def main() -> None:
     stop = threading.Event()
     if args.stop_on_input:
         threading.Thread(target=lambda: (sys.stdin.readline(), stop.set()), daemon=True).start()
-    stalls = Stalls()
-    while time.perf_counter() < until and not stop.is_set():
-        part = _record(args.threshold_ms, min(until, time.perf_counter() + 0.1))
-        stalls.count += part.count
-        stalls.longest_ms = max(stalls.longest_ms, part.longest_ms)
-        stalls.total_ms += part.total_ms
-    print(json.dumps(stalls.__dict__), flush=True)
+    print(json.dumps(asdict(_record(args.threshold_ms, until, stop))), flush=True)
 
 
 if __name__ == "__main__":

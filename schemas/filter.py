@@ -106,7 +106,7 @@ class Microdata(BaseModel):
 
     @model_validator(mode="after")
     def _same_lengths(self) -> Microdata:
-        # Written out, not looped over names: it runs for every cell of every query.
+        # Attributes read directly, not by getattr: it runs for every cell of every query.
         n = len(self.value)
         for name, column in (("respondent", self.respondent), ("holding", self.holding),
                              ("weight", self.weight)):

@@ -283,7 +283,6 @@ def test_neither_rules_nor_profile(client):
 
 # --------------------------------------------------------------------------- the body itself
 
-# /v1/filter validates its body from the bytes (service.api.body), the others through FastAPI.
 @pytest.mark.parametrize("path", ["/v1/sensitivity", "/v1/conversions", "/v1/filter"])
 @pytest.mark.parametrize("body", [b"{not json", b"", b'{"cells": [', b"\xff\xfe"],
                          ids=["garbage", "empty", "truncated", "not utf-8"])

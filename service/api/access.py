@@ -130,7 +130,9 @@ _DOCUMENTED = {
 
 def install(app: FastAPI, store: KeyStore | None) -> None:
     """Keep the key store for :func:`current_caller`; document keys and 401/403/503 in the
-    OpenAPI, with the error reply's schema and those of bodies read by :mod:`.body`. (``create_app`` adds :class:`AuthMiddleware` where it belongs in the stack.)"""
+    OpenAPI, with the schemas of the error reply and of the request bodies
+    (:mod:`.body`). (``create_app`` adds :class:`AuthMiddleware` where it belongs in the
+    stack.)"""
     app.state.keys = store
 
     generate = app.openapi

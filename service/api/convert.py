@@ -84,7 +84,7 @@ def renumbered(error: InputError, index: list[int]) -> InputError:
     return error
 
 
-#: A contribution object's fields, in the order of :func:`_rows`' tuples.
+#: A contribution object's fields, in the order of :func:`_contributions`' tuples.
 _FIELDS = attrgetter("value", "holding", "weight", "waiver", "request")
 
 

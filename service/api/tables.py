@@ -335,8 +335,8 @@ def check_additivity(inputs: TableInputs, tolerance: float) -> None:
         return
     parent = space.relation_parent
     v = next((b for b in broken if sent_as[parent[b.index]] >= 0), broken[0])
-    members = np.concatenate([[parent[v.index]], space.relations[v.index].indices])
-    sent = sent_as[members][sent_as[members] >= 0]
+    members = sent_as[np.concatenate([[parent[v.index]], space.relations[v.index].indices])]
+    sent = members[members >= 0]
     raise InputError(f"margins do not add up: {v.description} is off by {v.residual:g} "
                      f"(structure.tolerance is {tolerance:g})", field="value",
                      cell=int(sent[0]) if sent.size else None)
