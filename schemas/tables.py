@@ -167,6 +167,9 @@ class AuditedCell(BaseModel):
     missing_lower: float | None = None
     upper_protection: float | None = None
     lower_protection: float | None = None
+    derived: bool | None = Field(
+        None, description="a suppressed cell the published cells determine exactly: it is "
+        "read as published when the aggregations are judged")
 
 
 class AuditedUnion(BaseModel):
@@ -188,13 +191,43 @@ class SolverReport(BaseModel):
     time_limit: float
 
 
+class SensitiveAggregation(BaseModel):
+    cells: list[CellKey]
+    coefficients: list[float] = Field(description="lambda, largest magnitude 1")
+    value: float = Field(description="the value the published cells give it")
+    rule: str = Field(description="the rule that judges it sensitive")
+    measure: float | None = Field(None, description="the rule's measure S on its absolute "
+                                  "contributions (seed 002 section 5); analysts of profiles "
+                                  "that disclose measures only")
+    found_by: Literal["relation", "screen", "mip", "support"]
+
+
+class AggregationReport(BaseModel):
+    status: Literal["safe", "sensitive", "undecided", "not_applicable"] = Field(
+        description="safe: every aggregation of suppressed cells an intruder can derive was "
+        "proven safe; sensitive: see 'worst'; undecided: not proven in time (the verdict is "
+        "then uncertified); not_applicable: aggregations through cells sent without "
+        "contributions or summary could not be judged")
+    message: str
+    derived: list[CellKey] = Field(description="suppressed cells the intruder computes exactly")
+    sensitive_groups: int
+    worst: SensitiveAggregation | None = Field(
+        None, description="the most sensitive aggregation found")
+    groups: int = Field(description="groups of suppressed cells with a sensitive cell")
+    screened: int = Field(description="groups proven safe by the LP screen")
+    mip_solves: int
+    seconds: float
+
+
 class AuditReply(BaseModel):
     verdict: Literal["safe", "unsafe", "uncertified", "infeasible"]
-    reasons: list[str]
-    unions_checked: bool = Field(description="implicitly published unions were checked "
-                                 "(needs contributions or summaries)")
+    reasons: list[str] = Field(description="why the verdict is not safe; with a safe "
+                               "verdict, what could not be checked")
+    unions_checked: bool = Field(description="every aggregation of suppressed cells was "
+                                 "judged by the rule (needs contributions or summaries)")
     cells: list[AuditedCell] = Field(description="suppressed cells and sensitive cells")
     unions: list[AuditedUnion] | None = None
+    aggregations: AggregationReport | None = None
     solver: SolverReport | None = None
 
 

@@ -58,9 +58,12 @@ def _audit(body: AuditRequest, spec, disclose: bool, time_limit: float):
 
 
 def decisions_only(reply: dict) -> dict:
-    """An audit reply for the filter role: the verdict and which cells are protected."""
-    return {"verdict": reply["verdict"], "reasons": reply["reasons"],
-            "unions_checked": reply["unions_checked"], "unions": None, "solver": None,
+    """An audit reply for the filter role: the verdict and which cells are protected (the
+    reasons of a verdict that is not safe; notes on a safe one are for analysts)."""
+    reasons = reply["reasons"] if reply["verdict"] != "safe" else []
+    return {"verdict": reply["verdict"], "reasons": reasons,
+            "unions_checked": reply["unions_checked"], "unions": None, "aggregations": None,
+            "solver": None,
             "cells": [{k: c[k] for k in ("key", "suppressed", "sensitive", "protected")}
                       for c in reply["cells"]]}
 
@@ -78,6 +81,7 @@ def audit_reply(inputs: tables.TableInputs, suppressed: np.ndarray, result: Patt
     """
     iv, check = result.intervals, result.protection
     at = {int(c): k for k, c in enumerate(iv.cells)}
+    derived = set(result.derived.tolist())
     shown = np.flatnonzero(suppressed | inputs.sensitive)
     cells = []
     for c in shown.tolist():
@@ -103,13 +107,17 @@ def audit_reply(inputs: tables.TableInputs, suppressed: np.ndarray, result: Patt
         if disclose and inputs.sensitive[c]:
             entry["upper_protection"] = float(inputs.upper_protection[c])
             entry["lower_protection"] = float(inputs.lower_protection[c])
+        if suppressed[c] and result.aggregations is not None:
+            entry["derived"] = c in derived
         cells.append(entry)
+    agg = result.aggregations
     return {
         "verdict": result.verdict,
         "reasons": list(result.reasons),
-        "unions_checked": result.unions is not None and bool(result.unions.checked.all()),
+        "unions_checked": agg is not None and agg.status in ("safe", "sensitive"),
         "cells": cells,
         "unions": _unions(inputs, result.unions) if result.unions is not None else None,
+        "aggregations": _aggregations(inputs, agg, disclose) if agg is not None else None,
         "solver": {"status": iv.status, "message": iv.message, "lp_solves": iv.n_lp_solves,
                    "components": iv.n_components, "seconds": round(iv.seconds, 6),
                    "time_limit": time_limit},
@@ -128,3 +136,17 @@ def _unions(inputs: tables.TableInputs, u) -> list[dict]:
                     "value": float(u.value[k]), "checked": bool(u.checked[k]),
                     "sensitive": bool(u.sensitive[k]), "fired": fired})
     return out
+
+
+def _aggregations(inputs: tables.TableInputs, agg, disclose: bool) -> dict:
+    worst = agg.worst
+    if worst is not None:
+        worst = {"cells": inputs.keys(worst.cells),
+                 "coefficients": [float(v) for v in worst.coefficients],
+                 "value": worst.value, "rule": inputs.rule_labels[worst.rule]
+                 if worst.rule < len(inputs.rule_labels) else "threshold",
+                 "measure": worst.measure if disclose else None, "found_by": worst.found_by}
+    return {"status": agg.status, "message": agg.message, "derived": inputs.keys(agg.derived),
+            "sensitive_groups": len(agg.found), "worst": worst, "groups": agg.groups,
+            "screened": agg.screened, "mip_solves": agg.mip_solves,
+            "seconds": round(agg.seconds, 6)}

@@ -25,6 +25,7 @@ import scipy.sparse as sp
 from scipy.optimize import linprog
 from scipy.sparse.csgraph import connected_components
 
+from .aggregations import check_aggregations
 from .errors import InputError
 
 # Published values must satisfy relations and bounds to this relative tolerance (relative
@@ -34,7 +35,8 @@ _FEASIBILITY_RTOL = 1e-9
 # bound is the cell's min (max); no LP is needed for it.
 _AT_BOUND_RTOL = 1e-9
 # Default relative tolerance of check_protection: HiGHS's default primal and dual
-# feasibility tolerance, so solver round-off never decides a verdict.
+# feasibility tolerance, relative to a cell's value and protection levels (never to its far
+# bound), so solver round-off does not decide a verdict (see check_protection, Notes).
 PROTECTION_RTOL = 1e-7
 
 _MS = highspy.HighsModelStatus
@@ -552,23 +554,43 @@ def check_protection(values, lower, upper, upper_protection, lower_protection,
 
     Notes
     -----
-    With value ``X`` and interval ``[X_min, X_max]`` (seed 003 B.2.a.iii, the three
-    problems an audit uncovers; seed 000 "Secondary tabular data protection methods", the
-    distance to each bound must reach the protection level; seed 002 section 3,
-    Operational criterion 1, "at least equal")::
+    With value ``X``, interval ``[X_min, X_max]`` and levels ``U``, ``L`` (seed 003
+    B.2.a.iii, the three problems an audit uncovers; seed 000 "Secondary tabular data
+    protection methods", the distance to each bound must reach the protection level; seed
+    002 section 3, Operational criterion 1, "at least equal")::
 
         exact            X_max - X_min <= tol
-        upper_too_close  X_max - X < U - tol
-        lower_too_close  X - X_min < L - tol
-        too_narrow       X_max - X_min < U + L - tol
+        upper_too_close  X_max - X     < U - min(tol, U / 100)
+        lower_too_close  X - X_min     < L - min(tol, L / 100)
+        too_narrow       X_max - X_min < U + L - min(tol, (U + L) / 100)
         missing_upper    max(0, U - (X_max - X)), 0 unless upper_too_close
         missing_lower    max(0, L - (X - X_min)), 0 unless lower_too_close
 
-    with ``tol = rtol * max(1, |X|, |X_min|, |X_max|)`` (infinite bounds left out of the
-    maximum). The default ``rtol = 1e-7`` is HiGHS's feasibility tolerance: a distance
-    within solver round-off of its protection level counts as reaching it, while an
-    interval of width within round-off counts as a point (exact disclosure). Cells not
-    sensitive are never flagged; uncertified cells are never flagged and never
+    with ``tol = rtol * max(1, |X|, U, L)`` (infinite levels left out of the maximum),
+    and a distance or width in ``[-tol, 0)`` read as 0: ``X`` itself is a feasible value,
+    so a bound on the wrong side of it by round-off is ``X``. The default ``rtol = 1e-7``
+    is HiGHS's feasibility tolerance.
+
+    The tolerance is relative to what the flags compare, the cell's value and its
+    protection levels, never to the interval's bounds. Scaled by a far bound it lets that
+    bound excuse the near one: with ``X = X_min = 100``, ``X_max = 1e9 + 100`` and
+    ``L = 30``, 1e-7 of ``X_max`` is 100 > L, and a lower bound at the value itself was
+    called protected. Round-off on a far bound (HiGHS's tolerance is about 1e-7 of the
+    numbers in the model, ~1e2 on 1e9) cannot flip a verdict: a bound enters only the flag
+    of its own side (``upper_too_close`` compares ``X_max - X`` with ``U``), where it
+    shifts a distance of ~1e9, and the width (``too_narrow``, ``exact``), again ~1e9. A
+    bound near enough for its flag to be in question lies within ``|X| + max(U, L)`` of
+    zero, so ``tol`` covers its own round-off.
+
+    Sound reading: a shortfall is forgiven as round-off only up to ``tol`` and never by
+    more than 1% of the level it falls short of. The value alone can make ``tol`` exceed
+    the level (a p%-rule level is the amount by which the cell fails the rule, e.g. 30 on
+    a cell of 1e9, where ``tol`` is 100), and forgiving all of ``tol`` would again call a
+    bound at the value protected. So a cell called protected has each bound at least 99%
+    of its level, and at most ``tol`` short of it, away from its value; an interval of
+    width within ``tol`` is a point (exact disclosure) whatever the levels. A level of 0
+    is reached by any bound not beyond round-off on the wrong side of the value. Cells
+    not sensitive are never flagged; uncertified cells are never flagged and never
     protected, and their missing amounts are nan.
     """
     x, lo, hi = (np.asarray(v, dtype=float) for v in (values, lower, upper))
@@ -578,14 +600,18 @@ def check_protection(values, lower, upper, upper_protection, lower_protection,
     ok = np.broadcast_to(np.asarray(certified, dtype=bool), x.shape) & ~np.isnan(lo) \
         & ~np.isnan(hi)
     finite = lambda v: np.where(np.isfinite(v), np.abs(v), 0.0)  # noqa: E731
-    tol = rtol * np.maximum.reduce([np.ones_like(x), np.abs(x), finite(lo), finite(hi)])
+    # Relative to the value and the levels, never to the bounds (see Notes).
+    tol = rtol * np.maximum.reduce([np.ones_like(x), np.abs(x), finite(up), finite(lp)])
+    forgiven = lambda level: np.minimum(tol, finite(level) / 100.0)  # noqa: E731
+    # X is feasible: a bound at most tol on the wrong side of it is X (nan stays nan).
+    clean = lambda d: np.where(d >= -tol, np.maximum(d, 0.0), d)  # noqa: E731
     check = sensitive & ok
     with np.errstate(invalid="ignore"):
-        up_gap, low_gap = hi - x, x - lo
+        up_gap, low_gap, width = clean(hi - x), clean(x - lo), clean(hi - lo)
         exact = check & (hi - lo <= tol)
-        upper_too_close = check & (up_gap < up - tol)
-        lower_too_close = check & (low_gap < lp - tol)
-        too_narrow = check & (hi - lo < up + lp - tol)
+        upper_too_close = check & (up_gap < up - forgiven(up))
+        lower_too_close = check & (low_gap < lp - forgiven(lp))
+        too_narrow = check & (width < up + lp - forgiven(up + lp))
         missing_upper = np.where(upper_too_close, np.maximum(0.0, up - up_gap), 0.0)
         missing_lower = np.where(lower_too_close, np.maximum(0.0, lp - low_gap), 0.0)
     missing_upper[sensitive & ~ok] = np.nan
@@ -596,6 +622,17 @@ def check_protection(values, lower, upper, upper_protection, lower_protection,
 
 
 VERDICTS = ("safe", "unsafe", "uncertified", "infeasible")
+
+
+def point_intervals(values, lower, upper, certified, *, rtol: float = PROTECTION_RTOL
+                    ) -> np.ndarray:
+    """Which certified intervals are a point: the cell is computed exactly (derived).
+
+    The width is judged relative to the cell's own value, ``rtol * max(1, |X|)``, never to
+    a far bound (issue "interval flags on the right scale")."""
+    x, lo, hi = (np.asarray(v, dtype=float) for v in (values, lower, upper))
+    with np.errstate(invalid="ignore"):
+        return np.asarray(certified, bool) & (hi - lo <= rtol * np.maximum(1.0, np.abs(x)))
 
 
 @dataclass(frozen=True)
@@ -609,18 +646,23 @@ class PatternAudit:
     protection : ProtectionCheck
         Aligned with ``intervals.cells``.
     unions : UnionCheck or None
-        Implicitly published unions; ``None`` when no contributions or summaries were given,
-        so only the interval criterion (seed 002 Operational criterion 1) was applied.
+        The explicit aggregations (one relation each), shown to analysts; ``None`` when
+        no contributions, summaries or union rule were given.
+    aggregations : AggregationCheck or None
+        Every aggregation an intruder can derive (seed 002 sections 3-6), with the cells
+        derived exactly; ``None`` as for ``unions``: only the interval criterion (seed 002
+        Operational criterion 1) was then applied, which ``reasons`` says.
     published_sensitive : numpy.ndarray of int
         Sensitive cells the pattern leaves published.
     verdict : {"safe", "unsafe", "uncertified", "infeasible"}
     reasons : tuple of str
-        Why the verdict is not ``safe`` (empty when it is).
+        Why the verdict is not ``safe``; for a ``safe`` verdict, what was not checked.
     """
 
     intervals: FeasibilityIntervals
     protection: ProtectionCheck
     unions: object | None
+    aggregations: object | None
     published_sensitive: np.ndarray
     verdict: str
     reasons: tuple[str, ...]
@@ -629,24 +671,31 @@ class PatternAudit:
     def safe(self) -> bool:
         return self.verdict == "safe"
 
+    @property
+    def derived(self) -> np.ndarray:
+        """Suppressed cells an intruder computes exactly (empty when not checked)."""
+        if self.aggregations is None:
+            return np.zeros(0, np.int64)
+        return self.aggregations.derived
+
 
 def audit_pattern(relations, values, suppressed, sensitive, upper_protection,
                   lower_protection, lower_bounds=0.0, upper_bounds=np.inf, *,
                   unions=None, time_limit: float = 60.0, tolerance: float = 0.0
                   ) -> PatternAudit:
-    """Audit a suppression pattern: intervals, protection levels and published unions.
+    """Audit a suppression pattern: intervals, protection levels and every aggregation.
 
     Parameters
     ----------
     relations, values, suppressed, lower_bounds, upper_bounds, time_limit, tolerance
-        As for :func:`feasibility_intervals`.
+        As for :func:`feasibility_intervals`; ``time_limit`` covers the whole audit.
     sensitive : array_like of bool, shape (n_cells,)
         Cells that need protection (primary sensitive cells).
     upper_protection, lower_protection : array_like, shape (n_cells,)
         Their protection levels (seed 000, table "Upper protection levels").
     unions : service.sdc.unions.UnionSource, optional
-        Magnitudes and rules for the implicitly published unions (seed 002 sections 3-5,
-        seed 003 B.2.a.i); without it that part is not checked and the reply says so.
+        Magnitudes and rules for the aggregations of suppressed cells (seed 002 sections
+        3-6, seed 003 B.2.a.i); without it that part is not checked and the reasons say so.
 
     Returns
     -------
@@ -655,11 +704,16 @@ def audit_pattern(relations, values, suppressed, sensitive, upper_protection,
     Notes
     -----
     The verdict is ``safe`` only when every sensitive cell is suppressed, its interval is
-    certified and wide enough (:func:`check_protection`, seed 003 B.2.a.ii-iii) and no
-    checked union is sensitive (seed 002 Operational criterion 2). An interval the solver
-    could not certify in time makes the verdict ``uncertified``, never ``safe`` (issue
-    "Limits"); published values that contradict the relations make it ``infeasible``.
+    certified and wide enough (:func:`check_protection`, seed 003 B.2.a.ii-iii; seed 002
+    Operational criterion 1) and every aggregation of suppressed cells an intruder can
+    derive was proven safe by the rule itself (seed 002 Operational criterion 2,
+    :func:`service.sdc.aggregations.check_aggregations`), with the cells whose interval
+    is a point treated as published. Both criteria are applied because neither implies
+    the other (seed 002 Examples 4 and 5). Anything not proven in time makes the verdict
+    ``uncertified``, never ``safe``; published values that contradict the relations make
+    it ``infeasible``.
     """
+    start = time.perf_counter()
     values = np.asarray(values, dtype=float)
     sensitive = np.asarray(sensitive, dtype=bool)
     suppressed = np.asarray(suppressed, dtype=bool)
@@ -671,29 +725,44 @@ def audit_pattern(relations, values, suppressed, sensitive, upper_protection,
     check = check_protection(values[c], iv.lower, iv.upper, upper_protection[c],
                              lower_protection[c], sensitive[c], iv.certified)
     published_sensitive = np.flatnonzero(sensitive & ~suppressed)
-    union_check = unions.check(relations, values, suppressed, sensitive) if unions else None
+    union_check = aggregations = None
+    if unions is not None and iv.status != "infeasible":
+        union_check = unions.check(relations, values, suppressed, sensitive)
+        derived = np.zeros(len(values), bool)
+        derived[c[point_intervals(values[c], iv.lower, iv.upper, iv.certified)]] = True
+        aggregations = check_aggregations(relations, values, suppressed, unions,
+                                          derived=derived, deadline=start + time_limit)
 
     reasons = []
     if iv.status == "infeasible":
-        verdict = "infeasible"
-        reasons.append(iv.message)
-    else:
-        if published_sensitive.size:
-            reasons.append(f"{published_sensitive.size} sensitive cell(s) published")
-        flagged = check.sensitive & iv.certified & ~check.protected
-        if flagged.any():
-            reasons.append(f"{int(flagged.sum())} sensitive cell(s) not protected by their "
-                           "feasibility intervals")
-        if union_check is not None and union_check.sensitive.any():
-            reasons.append(f"{int(union_check.sensitive.sum())} implicitly published "
-                           "union(s) of suppressed cells are sensitive")
-        uncertified = check.sensitive & ~iv.certified
-        if reasons:
-            verdict = "unsafe"
-        elif uncertified.any():
-            verdict = "uncertified"
-            reasons.append(f"{int(uncertified.sum())} sensitive cell(s) not certified: "
-                           f"{iv.message}")
-        else:
-            verdict = "safe"
-    return PatternAudit(iv, check, union_check, published_sensitive, verdict, tuple(reasons))
+        return PatternAudit(iv, check, None, None, published_sensitive, "infeasible",
+                            (iv.message,))
+    if published_sensitive.size:
+        reasons.append(f"{published_sensitive.size} sensitive cell(s) published")
+    flagged = check.sensitive & iv.certified & ~check.protected
+    if flagged.any():
+        reasons.append(f"{int(flagged.sum())} sensitive cell(s) not protected by their "
+                       "feasibility intervals")
+    if aggregations is not None and aggregations.status == "sensitive":
+        reasons.append(aggregations.message)
+    if reasons:
+        return PatternAudit(iv, check, union_check, aggregations, published_sensitive,
+                            "unsafe", tuple(reasons))
+    uncertified = check.sensitive & ~iv.certified
+    if uncertified.any():
+        reasons.append(f"{int(uncertified.sum())} sensitive cell(s) not certified: "
+                       f"{iv.message}")
+    if aggregations is not None and aggregations.status == "undecided":
+        reasons.append(aggregations.message)
+    if reasons:
+        return PatternAudit(iv, check, union_check, aggregations, published_sensitive,
+                            "uncertified", tuple(reasons))
+    if aggregations is None:
+        reasons.append("aggregations of suppressed cells not checked: no contributions, "
+                       "summaries or union rule were given, so only the feasibility "
+                       "intervals were checked")
+    elif aggregations.status == "not_applicable":
+        reasons.append(f"aggregations including {aggregations.undecided.size} suppressed "
+                       "cell(s) without contributions or summary were not checked")
+    return PatternAudit(iv, check, union_check, aggregations, published_sensitive, "safe",
+                        tuple(reasons))

@@ -70,6 +70,25 @@ def k2_from_p(ratio: float) -> float:
     return 200.0 / (ratio + 2.0)
 
 
+def p_from_1k(k1: float) -> float:
+    """``p/100 = 100/k_1 - 2`` (seed 003 D, "for a given value of k_1 we must have"): the
+    p%-rule closest to the (1,k_1) rule among those that flag no cell the (1,k_1) rule
+    leaves safe (``S^(1,k_1) >= S^p%``), i.e. less protective than (1,k_1).
+
+    In seed 003 D's coordinates ``z_i = 100 x_i / T`` the p% boundary is chosen to meet
+    the (1,k_1) boundary ``z_1 = k_1`` on the diagonal ``z_1 = z_2``, at ``(k_1, k_1)``:
+    with ``z_2 <= min(z_1, 100 - z_1)`` every p%-sensitive cell then has ``z_1 > k_1``.
+    That point is a possible cell only for ``k_1 < 50`` (``z_1 + z_2 <= 100``); for
+    ``k_1 >= 50`` the formula gives ``p <= 0``, a rule that flags nothing (seed 003 D:
+    "With k_1 = 75, the less conservative p-percent rule would have p = -66.7, which would
+    result in no cell suppression"), so there is no such p%-rule. Example: (1,40) gives
+    ``p = 50``. Seed 000 ("p%-rule and dominance-rule") says the same from the other side:
+    a p%-rule replacing a (1,k) rule with the (2,k) formula flags many more cells, and p has
+    to be reduced to keep to the cells the (1,k) rule flagged.
+    """
+    return 100.0 * (100.0 / k1 - 2.0)
+
+
 def p_covering_1k(k1: float) -> float:
     """``p/100 = 100/k_1 - 1`` (seed 003 D): the least p%-rule that flags every cell the
     (1,k_1) rule flags."""
@@ -126,6 +145,9 @@ def _equivalents(kind: str, params: dict, negative_factor: float | None) -> list
             out.append(Equivalent("p_percent", {"p": p_covering_2k(k)}, "more_protective",
                                   "seed 003 D"))
         elif n == 1:
+            if k < 50.0:   # no p%-rule less protective than (1,k) for k >= 50 (p <= 0)
+                out.append(Equivalent("p_percent", {"p": p_from_1k(k)}, "less_protective",
+                                      "seed 003 D"))
             out.append(Equivalent("p_percent", {"p": p_covering_1k(k)}, "more_protective",
                                   "seed 003 D"))
     elif kind == "p_percent":

@@ -26,6 +26,28 @@ Readings chosen where the seeds leave room:
 * Minimum frequency: not a linear measure of magnitudes; ``S = n - N`` (the contributors
   missing) so that ``S > 0`` exactly when ``N < n``. Its protection level is 0 or a
   configured percentage of the cell value (seed 000, after the protection-level table).
+* Exact ties (issue 20): the seeds' comparisons are statements about real numbers: strict
+  for the p%-rule (seed 000 eq-p-percent-formula ``<``, seed 003 B.1.a ``S > 0``), the
+  dominance and request rules (seed 000 eq-dominance-formula ``>``, seed 003 B.1.c) and the
+  minimum frequency rule (``N < n``), inclusive for (p,q) (seed 002 section 2, ``S >= 0``).
+  A cell whose real-arithmetic ``S`` is exactly 0 (e.g. 84, 10.8, 1.1, 0.7 at p = 15
+  without coalition: ``0.15 x 84 = 12.6 = 10.8 + 1.1 + 0.7``) must therefore be safe under
+  the strict rules and sensitive under (p,q), but floating point gives ``S = +-1e-14`` or
+  so. Every rule therefore reads ``|S| <= tol`` as ``S = 0`` and then applies its own
+  comparison: :meth:`sensitivity` reports such an ``S`` as exactly 0, ``fires`` is
+  ``S > tol`` for the strict rules and ``S >= -tol`` for (p,q), and the upper protection
+  level of a tie (which is a positive multiple of ``S``, so 0 in real arithmetic) is
+  exactly 0. The tolerance is ``tol = TIE_RTOL * scale`` with ``TIE_RTOL = 1e-9`` and
+  ``scale`` the sum of the magnitudes of the terms the measure adds up, each times its
+  coefficient in ``S``: for ``S = a - w b`` (``a`` the protected amount, ``b = X - T`` the
+  remainder, ``T`` the amounts subtracted, ``w`` the rule's weight ``100/p``, ``q/p`` or
+  ``k/(100-k)``) it is ``|a| + w (|X| + |T|)``, which bounds the rounding of the summed
+  totals and of the subtraction ``X - T``. For the minimum frequency rule it is
+  ``n + |N|``: below 1 for any realistic count, so integer counts compare exactly and
+  only a weighted count within ``1e-9`` relative of ``n`` is a tie (ten weights of 0.3 add
+  up to ``2.9999999999999996``, which is ``N = 3``).
+  A true ``S`` closer to 0 than ``1e-9`` of the cell's magnitudes is read as a tie too;
+  figures are not known that precisely.
 """
 
 from __future__ import annotations
@@ -38,13 +60,66 @@ import numpy as np
 from . import conversions
 from .magnitudes import Magnitudes
 
+#: Relative tolerance under which a measure ``S`` is an exact tie ``S = 0`` (module
+#: docstring, "Exact ties"); the absolute tolerance is this times the rule's ``tie_scale``.
+TIE_RTOL = 1e-9
+
+
+class _TieAware:
+    """What every rule shares: the tie tolerance, the measure with ties set to exactly 0,
+    and ``fires`` by the rule's own comparison (module docstring, "Exact ties").
+
+    A rule defines ``_measure(m)`` (``S`` as floating point computes it), ``tie_scale(m)``
+    and the class attribute ``inclusive`` (``S >= 0`` fires, else ``S > 0``).
+    """
+
+    inclusive: ClassVar[bool] = False
+
+    def _measure(self, m: Magnitudes) -> np.ndarray:
+        raise NotImplementedError
+
+    def tie_scale(self, m: Magnitudes) -> np.ndarray:
+        raise NotImplementedError
+
+    def tie_tolerance(self, m: Magnitudes) -> np.ndarray:
+        """Per cell, the ``|S|`` at or below which ``S`` is read as exactly 0:
+        ``TIE_RTOL * tie_scale(m)``."""
+        return TIE_RTOL * self.tie_scale(m)
+
+    def _tie(self, m: Magnitudes) -> np.ndarray:
+        return np.abs(self._measure(m)) <= self.tie_tolerance(m)
+
+    def sensitivity(self, m: Magnitudes) -> np.ndarray:
+        """The measure ``S`` per cell, exactly 0 where it is within the tie tolerance."""
+        s = self._measure(m)
+        return np.where(np.abs(s) <= self.tie_tolerance(m), 0.0, s)
+
+    def fires(self, s: np.ndarray, m: Magnitudes | None = None) -> np.ndarray:
+        """Whether the cells with measure ``s`` are sensitive under this rule.
+
+        With ``m`` (the cells' magnitudes, aligned with ``s``), ``|s| <= tie_tolerance(m)``
+        is a tie, ``S = 0``: a strict rule fires when ``s > tol``, the inclusive (p,q) rule
+        when ``s >= -tol``. Without ``m`` the comparison is exact, which is the same verdict
+        for an ``s`` from :meth:`sensitivity` (ties are exactly 0 there already).
+        """
+        s = np.asarray(s, dtype=float)
+        tol = 0.0 if m is None else self.tie_tolerance(m)
+        return s >= -tol if self.inclusive else s > tol
+
+    def _tie_level(self, m: Magnitudes, level: np.ndarray) -> np.ndarray:
+        """``level`` with ties at exactly 0: every concentration rule's upper protection
+        level is a positive multiple of its ``S``, hence 0 at a tie."""
+        return np.where(self._tie(m), 0.0, level)
+
 
 @dataclass(frozen=True)
-class MinimumFrequency:
+class MinimumFrequency(_TieAware):
     """Minimum frequency rule (seed 000, table "Sensitivity rules"): unsafe when ``N < n``.
 
     The measure is ``S = n - N``. Empty cells (``N = 0``) are left to the empty-cell
-    policy of :func:`service.sdc.primary.assess`.
+    policy of :func:`service.sdc.primary.assess`. Ties (module docstring): scale
+    ``n + |N|``, so integer counts compare exactly and a weighted count that rounds to just
+    below ``n`` (ten weights of 0.3 against ``n = 3``) is ``N = n``, safe.
     """
 
     n: int
@@ -55,11 +130,11 @@ class MinimumFrequency:
     def depth(self) -> int:
         return 1
 
-    def sensitivity(self, m: Magnitudes) -> np.ndarray:
+    def _measure(self, m: Magnitudes) -> np.ndarray:
         return self.n - m.count
 
-    def fires(self, s: np.ndarray) -> np.ndarray:
-        return s > 0
+    def tie_scale(self, m: Magnitudes) -> np.ndarray:
+        return self.n + np.abs(m.count)
 
     def upper_protection(self, m: Magnitudes, frequency_range: float = 0.0) -> np.ndarray:
         """0 (seed 000 recommends it) or ``frequency_range`` percent of the cell value."""
@@ -70,13 +145,15 @@ class MinimumFrequency:
 
 
 @dataclass(frozen=True)
-class Dominance:
+class Dominance(_TieAware):
     """(n,k)-dominance rule.
 
     ``S = sum_{i<=n} x_i - k/(100-k) sum_{i>n} x_i`` (seed 003 B.1.c), sensitive when
     ``S > 0``, i.e. ``x_1 + ... + x_n > k/100 X`` (seed 000, eq-dominance-formula).
     Upper protection level ``100/k (x_1 + ... + x_n) - X`` (seed 000, table "Upper
-    protection levels"); with ``n = 1`` this is the (1,k) row.
+    protection levels"), which is ``(100-k)/k S``; with ``n = 1`` this is the (1,k) row.
+    Ties (module docstring): scale ``|T| + k/(100-k) (|X| + |T|)``, ``T = x_1 + ... + x_n``;
+    ``x_1 + ... + x_n = k/100 X`` exactly is safe, with protection level 0.
     """
 
     n: int
@@ -88,15 +165,16 @@ class Dominance:
     def depth(self) -> int:
         return self.n
 
-    def sensitivity(self, m: Magnitudes) -> np.ndarray:
+    def _measure(self, m: Magnitudes) -> np.ndarray:
         top = m.top_sum(self.n)
         return top - self.k / (100.0 - self.k) * (m.total - top)
 
-    def fires(self, s: np.ndarray) -> np.ndarray:
-        return s > 0
+    def tie_scale(self, m: Magnitudes) -> np.ndarray:
+        top = np.abs(m.largest[:, :self.n]).sum(axis=1)
+        return top + self.k / (100.0 - self.k) * (np.abs(m.total) + top)
 
     def upper_protection(self, m: Magnitudes, frequency_range: float = 0.0) -> np.ndarray:
-        return 100.0 / self.k * m.top_sum(self.n) - m.total
+        return self._tie_level(m, 100.0 / self.k * m.top_sum(self.n) - m.total)
 
     def relaxed(self, f: float) -> Dominance:
         return Dominance(self.n, conversions.k_relaxed(self.k, f))
@@ -108,14 +186,22 @@ def _coalition_remainder(m: Magnitudes, c: int) -> np.ndarray:
     return m.total - m.top_sum(c + 1)
 
 
+def _coalition_scale(m: Magnitudes, c: int, weight: float) -> np.ndarray:
+    """Tie scale of ``S = x_1 - weight (X - x_1 - ... - x_{c+1})`` (module docstring)."""
+    subtracted = np.abs(m.largest[:, :c + 1]).sum(axis=1)
+    return np.abs(m.target) + weight * (np.abs(m.total) + subtracted)
+
+
 @dataclass(frozen=True)
-class PPercent:
+class PPercent(_TieAware):
     """p%-rule with coalitions of size ``c``.
 
     ``S = x_1 - 100/p sum_{i>=c+2} x_i`` (seed 003 B.1.a), sensitive when ``S > 0``,
     i.e. ``X - x_2 - x_1 < p/100 x_1`` for ``c = 1`` (seed 000, eq-p-percent-formula).
     Upper protection level ``p/100 x_1 - (X - x_1 - x_2)`` (seed 000, table "Upper
-    protection levels", proved in its Example 5), which is ``p/100 S``.
+    protection levels", proved in its Example 5), which is ``p/100 S``. Ties (module
+    docstring): scale ``|x_1| + 100/p (|X| + |x_1 + ... + x_{c+1}|)``; a cell with
+    ``X - x_1 - ... - x_{c+1} = p/100 x_1`` exactly is safe, with protection level 0.
     """
 
     p: float
@@ -130,27 +216,30 @@ class PPercent:
     def _remainder(self, m: Magnitudes) -> np.ndarray:
         return _coalition_remainder(m, self.c)
 
-    def sensitivity(self, m: Magnitudes) -> np.ndarray:
+    def _measure(self, m: Magnitudes) -> np.ndarray:
         return m.target - 100.0 / self.p * self._remainder(m)
 
-    def fires(self, s: np.ndarray) -> np.ndarray:
-        return s > 0
+    def tie_scale(self, m: Magnitudes) -> np.ndarray:
+        return _coalition_scale(m, self.c, 100.0 / self.p)
 
     def upper_protection(self, m: Magnitudes, frequency_range: float = 0.0) -> np.ndarray:
-        return self.p / 100.0 * m.target - self._remainder(m)
+        return self._tie_level(m, self.p / 100.0 * m.target - self._remainder(m))
 
     def relaxed(self, f: float) -> PPercent:
         return PPercent(conversions.p_relaxed(self.p, f), self.c)
 
 
 @dataclass(frozen=True)
-class PriorPosterior:
+class PriorPosterior(_TieAware):
     """(p,q) prior-posterior rule with coalitions of size ``c``.
 
     ``S = x_1 - q/p sum_{i>=c+2} x_i`` (seed 003 B.1.b), the seed 002 section 2 measure
     ``p x_1 - q sum_{r>=3} x_r`` divided by ``p``; sensitive when ``S >= 0`` (seed 002).
     Upper protection level ``p/q x_1 - (X - x_1 - x_2)`` (seed 000, table "Upper
-    protection levels").
+    protection levels"), which is ``p/q S``. Ties (module docstring): scale
+    ``|x_1| + q/p (|X| + |x_1 + ... + x_{c+1}|)``; a cell with
+    ``q (X - x_1 - ... - x_{c+1}) = p x_1`` exactly is sensitive (``S >= 0``), with
+    protection level 0.
     """
 
     p: float
@@ -158,6 +247,7 @@ class PriorPosterior:
     c: int = 1
     kind: ClassVar[str] = "pq"
     concentration: ClassVar[bool] = True
+    inclusive: ClassVar[bool] = True
 
     @property
     def depth(self) -> int:
@@ -166,14 +256,14 @@ class PriorPosterior:
     def _remainder(self, m: Magnitudes) -> np.ndarray:
         return _coalition_remainder(m, self.c)
 
-    def sensitivity(self, m: Magnitudes) -> np.ndarray:
+    def _measure(self, m: Magnitudes) -> np.ndarray:
         return m.target - self.q / self.p * self._remainder(m)
 
-    def fires(self, s: np.ndarray) -> np.ndarray:
-        return s >= 0
+    def tie_scale(self, m: Magnitudes) -> np.ndarray:
+        return _coalition_scale(m, self.c, self.q / self.p)
 
     def upper_protection(self, m: Magnitudes, frequency_range: float = 0.0) -> np.ndarray:
-        return self.p / self.q * m.target - self._remainder(m)
+        return self._tie_level(m, self.p / self.q * m.target - self._remainder(m))
 
     def relaxed(self, f: float) -> PriorPosterior:
         """Seed 004 strategy 1: the a-priori bound becomes ``q f``, so ``p/q`` becomes ``p/(q f)``."""
@@ -181,13 +271,14 @@ class PriorPosterior:
 
 
 @dataclass(frozen=True)
-class RequestRule:
+class RequestRule(_TieAware):
     """Request rule of foreign-trade statistics (seed 000, "Foreign trade rules").
 
     With ``r`` the largest contribution of a respondent that asked for protection:
     ``S = r - k/(100-k) (X - r)``, sensitive when ``S > 0``, i.e. ``r > k/100 X``; upper
-    protection level ``100/k r - X`` (the (1,k) row of seed 000's table). Cells where
-    nobody asked have ``r = 0`` and ``S <= 0``.
+    protection level ``100/k r - X`` (the (1,k) row of seed 000's table), which is
+    ``(100-k)/k S``. Cells where nobody asked have ``r = 0`` and ``S <= 0``. Ties (module
+    docstring): scale ``|r| + k/(100-k) (|X| + |r|)``; ``r = k/100 X`` exactly is safe.
     """
 
     k: float
@@ -198,14 +289,15 @@ class RequestRule:
     def depth(self) -> int:
         return 1
 
-    def sensitivity(self, m: Magnitudes) -> np.ndarray:
+    def _measure(self, m: Magnitudes) -> np.ndarray:
         return m.requested - self.k / (100.0 - self.k) * (m.total - m.requested)
 
-    def fires(self, s: np.ndarray) -> np.ndarray:
-        return s > 0
+    def tie_scale(self, m: Magnitudes) -> np.ndarray:
+        r = np.abs(m.requested)
+        return r + self.k / (100.0 - self.k) * (np.abs(m.total) + r)
 
     def upper_protection(self, m: Magnitudes, frequency_range: float = 0.0) -> np.ndarray:
-        return 100.0 / self.k * m.requested - m.total
+        return self._tie_level(m, 100.0 / self.k * m.requested - m.total)
 
     def relaxed(self, f: float) -> RequestRule:
         return RequestRule(conversions.k_relaxed(self.k, f))

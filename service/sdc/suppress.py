@@ -67,6 +67,7 @@ import highspy
 import numpy as np
 import scipy.sparse as sp
 
+from .aggregations import Requirements, check_aggregations
 from .audit import PatternAudit, audit_pattern, limit_run
 from .errors import InputError
 
@@ -389,7 +390,8 @@ def suppress(relations, values, sensitive, upper_protection, lower_protection, *
     p = _prepare(relations, values, sensitive, upper_protection, lower_protection, cost,
                  forbidden, forced, lower_bounds, upper_bounds, deadline)
     att = _Attacker(p)
-    y, status, message, iters, witness = _fast(p, att)
+    cheapest = _Cheapest(p)
+    y, status, message, iters, witness = _fast(p, att, cheapest)
     lower_bound = np.nan
     if y is not None:
         # The clean-up re-solves attacks per candidate and can cost far more than finding
@@ -401,17 +403,13 @@ def suppress(relations, values, sensitive, upper_protection, lower_protection, *
         share = 0.3 if method == "exact" else 0.8
         until = min(p.deadline, start + share * time_limit, start + 1.25 * spent + 2.0)
         y = _remove_superfluous(p, att, y, witness, until)
-    if y is not None and method == "exact":
-        # The incumbent must be safe in every respect, unions included (see _exact).
-        y, why = _fix_unions(p, relations, y, unions)
-        if y is not None:
-            y, status, message, lower_bound, iters = _exact(p, att, y, relations, unions)
-        else:
-            status, message = "no_safe_pattern", why
     if y is not None:
-        y, why = _fix_unions(p, relations, y, unions)
+        # The exact method's incumbent must be safe in every respect (see _exact).
+        y, why = _protect_aggregations(p, relations, y, unions, cheapest)
         if y is None:
             status, message = "no_safe_pattern", why
+    if y is not None and method == "exact":
+        y, status, message, lower_bound, iters = _exact(p, att, y, relations, unions)
     return _finish(p, relations, y, status, message, lower_bound, iters, unions, method,
                    start, time_limit, tolerance)
 
@@ -434,73 +432,97 @@ def _finish(p, relations, y, status, message, lower_bound, iters, unions, method
                              lower_bound, audit, message, time.perf_counter() - start, iters)
 
 
-def _fast(p: _Problem, att: _Attacker):
+class _Cheapest:
+    """The cheapest-complement LP of the fast method (module docstring): a deviation
+    ``z = up - down`` with ``A z = 0`` that moves one cell by its level, each unit of
+    ``|z_j|`` priced ``c_j / level`` (nearly free for cells already suppressed); its support
+    is what to suppress. One HiGHS model; a requirement changes costs and bounds only."""
+
+    def __init__(self, p: _Problem):
+        self.p = p
+        n, n_rows = len(p.values), p.a.shape[0]
+        self.n = n
+        self.model = highspy.Highs()
+        self.model.setOptionValue("output_flag", False)
+        a_t = p.a.tocsc()
+        lp = highspy.HighsLp()
+        lp.num_col_, lp.num_row_ = 2 * n, n_rows
+        lp.col_cost_ = np.zeros(2 * n)
+        lp.col_lower_ = np.zeros(2 * n)
+        lp.col_upper_ = np.zeros(2 * n)
+        lp.row_lower_ = np.zeros(n_rows)
+        lp.row_upper_ = np.zeros(n_rows)
+        both = sp.hstack([a_t, -a_t], format="csc")
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+        lp.a_matrix_.start_ = both.indptr.astype(np.int32)
+        lp.a_matrix_.index_ = both.indices.astype(np.int32)
+        lp.a_matrix_.value_ = both.data.astype(float)
+        self.model.passModel(lp)
+        self.model.setOptionValue("solver", "simplex")
+        self.columns = np.arange(2 * n, dtype=np.int32)
+
+    def support(self, i: int, sense: float, level: float, y: np.ndarray, room_up: np.ndarray,
+                room_down: np.ndarray):
+        """Cells of the cheapest deviation moving cell ``i`` by ``level`` in direction
+        ``sense`` within the rooms (disallowed cells get none): (cells, outcome) with
+        outcome ``optimal``, ``infeasible``, ``time_limit`` or HiGHS's status."""
+        p, n = self.p, self.n
+        remaining = p.deadline - time.perf_counter()
+        if remaining <= 0:
+            return None, "time_limit"
+        allowed = p.allowed | y
+        upper = np.concatenate([np.where(allowed, room_up, 0.0),
+                                np.where(allowed, room_down, 0.0)])
+        col, opposite = (i, n + i) if sense > 0 else (n + i, i)
+        upper[col] = max(level, upper[col])
+        upper[opposite] = 0.0                 # else up and down cancel out
+        lower = np.zeros(2 * n)
+        lower[col] = level
+        # Cells already suppressed are nearly free (a little cost keeps the support, the
+        # requirement's witness for the clean-up, small).
+        unit = np.where(y, 1e-3, 1.0) * (p.cost + 1e-9) / level
+        self.model.changeColsCost(2 * n, self.columns, np.concatenate([unit, unit]))
+        self.model.changeColsBounds(2 * n, self.columns, lower, upper)
+        limit_run(self.model, remaining)
+        self.model.run()
+        status = self.model.getModelStatus()
+        if status == _MS.kInfeasible:
+            return None, "infeasible"
+        if status != _MS.kOptimal:
+            return None, ("time_limit" if status == _MS.kTimeLimit
+                          else self.model.modelStatusToString(status))
+        z = np.asarray(self.model.getSolution().col_value)
+        return np.flatnonzero((z[:n] + z[n:]) > _SUPPORT_RTOL * level), "optimal"
+
+
+def _fast(p: _Problem, att: _Attacker, cheapest: _Cheapest):
     """Protect one requirement at a time by a cheapest complementary set (module doc)."""
-    n = len(p.values)
     y = p.forced.copy()
-    a_t = p.a.tocsc()
-    n_rows = p.a.shape[0]
-    # Variables: up_j (0..U_j), down_j (0..D_j); rows A (up - down) = 0, plus the target.
-    model = highspy.Highs()
-    model.setOptionValue("output_flag", False)
-    lp = highspy.HighsLp()
-    lp.num_col_, lp.num_row_ = 2 * n, n_rows
-    lp.col_cost_ = np.zeros(2 * n)
-    lp.col_lower_ = np.zeros(2 * n)
-    upper_cols = np.concatenate([np.where(p.allowed, p.room_up, 0.0),
-                                 np.where(p.allowed, p.room_down, 0.0)])
-    lp.col_upper_ = upper_cols
-    lp.row_lower_ = np.zeros(n_rows)
-    lp.row_upper_ = np.zeros(n_rows)
-    both = sp.hstack([a_t, -a_t], format="csc")
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    lp.a_matrix_.start_ = both.indptr.astype(np.int32)
-    lp.a_matrix_.index_ = both.indices.astype(np.int32)
-    lp.a_matrix_.value_ = both.data.astype(float)
-    model.passModel(lp)
-    model.setOptionValue("solver", "simplex")
     iters = 0
     witness = []
+    late = "time limit reached before every sensitive cell was protected"
     for i, sense, level in _levels(p):
         att.set_pattern(y)
         reached, _, outcome = att.reach(i, sense)
         if outcome == "time_limit":
-            return None, "no_safe_pattern", "time limit reached before every sensitive cell " \
-                "was protected", iters, None
+            return None, "no_safe_pattern", late, iters, None
         if outcome == "optimal" and reached >= level - _REACH_RTOL * max(1.0, level):
             # Already protected by earlier suppressions.
             witness.append(att.support() if np.isfinite(reached) else np.flatnonzero(y))
             continue
-        remaining = p.deadline - time.perf_counter()
-        if remaining <= 0:
-            return None, "no_safe_pattern", "time limit reached before every sensitive " \
-                "cell was protected", iters, None
-        # Cells already suppressed are nearly free (a little cost keeps the support, the
-        # requirement's witness for the clean-up, small).
-        unit = np.where(y, 1e-3, 1.0) * (p.cost + 1e-9) / level
-        model.changeColsCost(2 * n, np.arange(2 * n, dtype=np.int32),
-                             np.concatenate([unit, unit]))
-        # The attacked cell moves by at least its level in the attacked direction.
-        col, opposite = (i, n + i) if sense > 0 else (n + i, i)
-        model.changeColBounds(col, level, max(level, upper_cols[col]))
-        model.changeColBounds(opposite, 0.0, 0.0)   # else up and down cancel out
-        limit_run(model, remaining)
-        model.run()
+        used, outcome = cheapest.support(i, sense, level, y, p.room_up, p.room_down)
         iters += 1
-        status = model.getModelStatus()
-        model.changeColBounds(col, 0.0, upper_cols[col])
-        model.changeColBounds(opposite, 0.0, upper_cols[opposite])
-        if status == _MS.kInfeasible:
+        if outcome == "infeasible":
             return None, "no_safe_pattern", (
                 f"cell {i} cannot be protected {'upwards' if sense > 0 else 'downwards'} by "
                 f"{level:g} with the cells allowed as complements (forbidden, zero cells)"), iters, None
-        if status != _MS.kOptimal:
-            return None, "no_safe_pattern", "protection LP ended with status " \
-                f"{model.modelStatusToString(status)!r}", iters, None
-        z = np.asarray(model.getSolution().col_value)
-        used = (z[:n] + z[n:]) > _SUPPORT_RTOL * level
-        y |= used
-        witness.append(np.flatnonzero(used))
+        if outcome == "time_limit":
+            return None, "no_safe_pattern", late, iters, None
+        if outcome != "optimal":
+            return None, "no_safe_pattern", f"protection LP ended with status {outcome!r}", \
+                iters, None
+        y[used] = True
+        witness.append(used)
     return y, "feasible", "every sensitive cell protected", iters, witness
 
 
@@ -604,13 +626,16 @@ def _exact(p: _Problem, att: _Attacker, incumbent: np.ndarray, relations, unions
         if missing:
             _add_cuts(h, att, missing, y.astype(float))
             continue
-        union_cuts = _union_no_goods(p, relations, y, unions)
-        if union_cuts is None:
+        check = _check(p, relations, y, unions)
+        if check is not None and check.status == "undecided":
+            return best, "time_limit", "time limit reached checking the aggregations of " \
+                "a pattern", lower, iters
+        if check is None or check.status != "sensitive":
             cost = float(p.cost @ y)
             if cost <= best_cost + 1e-9:
                 best, best_cost = y, cost
             return best, "optimal", "proven optimal", min(lower, best_cost), iters
-        for idx, coef, rhs in union_cuts:
+        for idx, coef, rhs in _aggregation_no_goods(p, y, check):
             h.addRow(rhs, highspy.kHighsInf, len(idx), idx.astype(np.int32), coef)
 
 
@@ -648,51 +673,56 @@ def _root_cuts(h: highspy.Highs, p: _Problem, att: _Attacker, n: int,
     return rounds
 
 
-def _sensitive_unions(p: _Problem, relations, y: np.ndarray, unions):
+def _check(p: _Problem, relations, y: np.ndarray, unions):
+    """The aggregation check of pattern ``y`` (cells derived through the a-priori bounds
+    are left to the final audit), or ``None`` without contributions or a union rule."""
     if unions is None:
         return None
-    check = unions.check(relations, p.values, y, p.sensitive)
-    bad = np.flatnonzero(check.sensitive)
-    return (check, bad) if bad.size else None
+    return check_aggregations(relations, p.values, y, unions, deadline=p.deadline)
 
 
-def _union_no_goods(p: _Problem, relations, y, unions):
-    """For each sensitive union in relation k: suppress another cell of k, or drop a
-    non-forced member (the exact set of suppressed cells of k is excluded)."""
-    found = _sensitive_unions(p, relations, y, unions)
-    if found is None:
-        return None
-    check, bad = found
-    a = p.a.tocsr()
-    cuts = []
-    for k in bad.tolist():
-        r = int(check.relation[k])
-        cells = a.indices[a.indptr[r]:a.indptr[r + 1]]
-        members = cells[y[cells]]
-        outside = cells[~y[cells]]
-        free_members = members[~p.forced[members]]
-        # sum_{outside} y + sum_{free members} (1 - y) >= 1
-        idx = np.concatenate([outside, free_members])
-        coef = np.concatenate([np.ones(len(outside)), -np.ones(len(free_members))])
-        cuts.append((idx, coef, 1.0 - len(free_members)))
-    return cuts
-
-
-def _fix_unions(p: _Problem, relations, y: np.ndarray, unions, max_rounds: int = 50):
-    """Add the cheapest allowed cell to each relation publishing a sensitive union."""
-    a = p.a.tocsr()
+def _protect_aggregations(p: _Problem, relations, y: np.ndarray, unions,
+                          cheapest: _Cheapest, max_rounds: int = 200):
+    """Suppress until no aggregation is sensitive (fast method): each sensitive aggregation
+    becomes the requirement of :class:`service.sdc.aggregations.Requirements` on the cell
+    it attacks, met by the cheapest complements. Returns (pattern or None, why)."""
+    if unions is None:
+        return y, ""
+    needs = Requirements(unions)
+    room_cap = np.maximum(p.room_up, p.room_down)
     for _ in range(max_rounds):
-        found = _sensitive_unions(p, relations, y, unions)
-        if found is None:
+        check = _check(p, relations, y, unions)
+        if check.status != "sensitive":
             return y, ""
-        check, bad = found
-        for k in bad.tolist():
-            r = int(check.relation[k])
-            cells = a.indices[a.indptr[r]:a.indptr[r + 1]]
-            options = cells[~y[cells] & p.allowed[cells]]
-            if not options.size:
-                return None, (f"a union of suppressed cells in relation {r} is sensitive "
-                              "and no allowed cell is left in it to suppress")
-            y = y.copy()
-            y[options[np.argmin(p.cost[options])]] = True
-    return None, "the implicitly published unions could not be made safe"
+        y = y.copy()
+        for found in check.found:
+            anchor, level, room = needs.of(found)
+            room = np.minimum(room, room_cap)
+            used, outcome = cheapest.support(anchor, 1.0, level, y, room, room)
+            if outcome == "infeasible":
+                return None, (f"an aggregation of suppressed cells including cell {anchor} "
+                              "is sensitive and the cells allowed as complements cannot "
+                              "protect it")
+            if outcome != "optimal":
+                return None, ("time limit reached protecting aggregations of suppressed "
+                              "cells" if outcome == "time_limit" else
+                              f"protection LP ended with status {outcome!r}")
+            y[used] = True
+    return None, "aggregations of suppressed cells could not be made safe"
+
+
+def _aggregation_no_goods(p: _Problem, y: np.ndarray, check):
+    """For each sensitive aggregation: suppress another cell of the relations it is read
+    from, or drop a non-forced member. Valid: a pattern that keeps those published cells
+    published and the members suppressed publishes the same aggregation."""
+    cuts = []
+    for found in check.found:
+        v = p.a[found.relations].T @ found.multipliers
+        touched = np.flatnonzero(np.abs(v) > 1e-9 * np.abs(v).max(initial=1.0))
+        outside = touched[~y[touched]]
+        members = found.cells[~p.forced[found.cells]]
+        # sum_{outside} y + sum_{free members} (1 - y) >= 1
+        idx = np.concatenate([outside, members])
+        coef = np.concatenate([np.ones(len(outside)), -np.ones(len(members))])
+        cuts.append((idx, coef, 1.0 - len(members)))
+    return cuts

@@ -135,26 +135,55 @@ def check_unions(relations, values, suppressed, sensitive, cells: Magnitudes,
     module docstring gives the readings.
     """
     relation, lam = explicit_aggregations(relations, suppressed, sensitive)
-    n_agg, n_cells = lam.shape
     # An aggregation is defined up to a factor (seed 002 section 3): orient each so that its
     # published value is non-negative (children summing to a published parent read +).
     value = lam @ np.where(suppressed, np.asarray(values, dtype=float), 0.0)
     flip = np.where(value != 0, np.sign(value), np.sign(np.asarray(lam.sum(axis=1)).ravel()))
     flip[flip == 0] = 1.0
     lam = (sp.diags(flip) @ lam).tocsr()
-    value = value * flip
-    known = np.ones(n_cells, bool) if known is None else np.asarray(known, dtype=bool)
+    verdict = judge(lam, values, UnionSource(cells, ruleset, known, contributions))
+    return UnionCheck(relation, lam, verdict.value, verdict.checked,
+                      verdict.fired.any(axis=0) & verdict.checked, verdict.fired,
+                      verdict.sensitivity)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The rule set applied to aggregations: ``value`` (K,), ``checked`` (K,), ``fired``
+    and ``sensitivity`` (rules, K)."""
+
+    value: np.ndarray
+    checked: np.ndarray
+    fired: np.ndarray
+    sensitivity: np.ndarray
+
+
+def judge(lam: sp.csr_matrix, values, source: UnionSource) -> Verdict:
+    """Apply the rule set to aggregations ``sum_i lam_ki x_i`` (rows of ``lam``).
+
+    Each aggregation is judged as one pseudo-cell whose respondents hold the absolute
+    contributions ``|lambda_i| x_i^r`` (seed 002 section 5, ``S^a(X) = S(X_A)``), pooled by
+    holding; members known only by a summary contribute respondents of their own (module
+    docstring). Aggregations with a member whose magnitudes are unknown are not checked.
+    The zero- and empty-cell policies, which are about single cells, do not apply.
+    """
+    lam = sp.csr_matrix(lam, dtype=float)
+    n_agg, n_cells = lam.shape
+    value = lam @ np.nan_to_num(np.asarray(values, dtype=float))
+    known = np.ones(n_cells, bool) if source.known is None else np.asarray(source.known, bool)
     weight = abs(lam).tocsr()
+    weight.eliminate_zeros()
     member_count = np.diff(weight.indptr)
     pattern = sp.csr_matrix((np.ones(weight.nnz), weight.indices, weight.indptr),
                             shape=weight.shape)
     checked = (pattern @ known.astype(float)) == member_count
+    contributions = source.contributions
     raw = np.zeros(n_cells, bool)
     if contributions is not None:
         raw[np.unique(contributions.cell)] = True
     from_raw = checked & ((pattern @ raw.astype(float)) == member_count)
     from_summary = checked & ~from_raw
-
+    ruleset = source.ruleset
     rules = dataclasses.replace(
         ruleset, empty_cells="safe",
         zero_cells="safe" if ruleset.zero_cells == "safe" else "rules")
@@ -163,13 +192,12 @@ def check_unions(relations, values, suppressed, sensitive, cells: Magnitudes,
     sensitivity = np.full((n_rules, n_agg), np.nan)
     for mask, build in ((from_raw, lambda w: _union_of_contributions(w, contributions,
                                                                       ruleset)),
-                        (from_summary, lambda w: _union_of_magnitudes(w, cells))):
+                        (from_summary, lambda w: _union_of_magnitudes(w, source.cells))):
         if mask.any():
             result = primary.assess(build(weight[mask]), rules)
             fired[:, mask] = result.fired
             sensitivity[:, mask] = result.sensitivity
-    return UnionCheck(relation, lam, value, checked, fired.any(axis=0) & checked, fired,
-                      sensitivity)
+    return Verdict(value, checked, fired, sensitivity)
 
 
 def _expand(weight: sp.csr_matrix, starts: np.ndarray, sizes: np.ndarray):

@@ -1,0 +1,259 @@
+"""Brute-force oracle for the audit of aggregations of suppressed cells.
+
+Independent of ``service``: exact rational arithmetic (``fractions.Fraction``), plain
+Python lists, no numpy in the logic (numpy arrays are accepted as input and converted).
+It implements seed 002 (002_788aa7300c10c9e0.txt):
+
+* section 3, eq. (3.6)-(3.7): an *aggregation* is ``v = sum_k mu_k a[k, :]`` for
+  relations ``a x = 0``; its coefficients on the suppressed cells are
+  ``lam_i = v_i`` and its value is fixed by the published cells;
+* section 4, Operational criterion 2: a table is safe iff every aggregation is safe under
+  the rule applied to single cells;
+* section 5: the rule is applied to the *absolute contributions*
+  ``X^r = sum_i |lam_i x_i^r|`` (holdings: one respondent id in several cells is one
+  respondent), e.g. eq. (5.4) ``q sum_{r>=3} X^[r] <= p X^[1]``.
+
+Cells in ``derived`` (suppressed cells the intruder can compute exactly) count as
+published: their coefficient is dropped from ``lam``.
+
+Rules are tuples: ``("p_percent", p)``, ``("pq", p, q)``, ``("frequency", n)``,
+``("threshold", t)``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import numbers
+from collections import defaultdict
+from decimal import Decimal
+from fractions import Fraction
+
+__all__ = ["grid_relations", "grid_cell", "enumerate_sensitive", "in_row_space",
+           "is_sensitive", "any_sensitive"]
+
+LIMIT = 10**6
+
+
+def _exact(x, *, limit: bool = False) -> int | Fraction:
+    """Exact value of ``x``: ``int`` if integral (faster, still exact), else ``Fraction``.
+    Floats are taken as exact binary rationals, or with ``limit`` as
+    ``Fraction(x).limit_denominator(10**6)``."""
+    if isinstance(x, numbers.Integral):
+        return int(x)
+    if isinstance(x, numbers.Rational):
+        f = Fraction(x.numerator, x.denominator)
+    elif isinstance(x, (str, Decimal)):
+        f = Fraction(x)
+    else:
+        f = Fraction(float(x))
+        f = f.limit_denominator(LIMIT) if limit else f
+    return f.numerator if f.denominator == 1 else f
+
+
+def _matrix(a) -> list[list[int | Fraction]]:
+    if hasattr(a, "toarray"):          # scipy.sparse
+        a = a.toarray()
+    return [[_exact(v) for v in row] for row in a]
+
+
+def _absolute(contributions) -> list[list[tuple[object, int | Fraction]]]:
+    """``contributions`` with exact absolute amounts."""
+    return [[(r, abs(_exact(v))) for r, v in cell] for cell in contributions or ()]
+
+
+def _free_cells(suppressed, derived) -> list[int]:
+    """Indices of suppressed cells that are not derived (the set S of seed 002 sec. 3)."""
+    if getattr(derived, "dtype", None) is not None and derived.dtype.kind == "b" or (
+            len(derived) and all(isinstance(d, bool) for d in derived)):    # a mask
+        derived = [i for i, d in enumerate(derived) if d]
+    derived = {int(i) for i in derived}
+    return [j for j, s in enumerate(suppressed) if s and j not in derived]
+
+
+def _lam_dict(lam) -> dict[int, int | Fraction]:
+    """Nonzero coefficients of ``lam`` (a dict cell->coef or a sequence over all cells)."""
+    items = lam.items() if isinstance(lam, dict) else enumerate(lam)
+    out = {int(i): _exact(c, limit=True) for i, c in items}
+    return {i: c for i, c in out.items() if c}
+
+
+def _direction(lam) -> frozenset:
+    """``|lam|`` up to a positive factor, hashable (aggregations are defined up to a
+    constant factor, seed 002 sec. 3)."""
+    values = list(lam.values())
+    if all(isinstance(v, int) for v in values):
+        g = math.gcd(*values)
+        return frozenset((j, abs(v) // g) for j, v in lam.items())
+    top = max(abs(v) for v in values)
+    return frozenset((j, Fraction(abs(v)) / top) for j, v in lam.items())
+
+
+def _rank(rows) -> int:
+    """Rank by exact Gaussian elimination."""
+    m = [[Fraction(v) for v in r] for r in rows]
+    rank = 0
+    for col in range(len(m[0]) if m else 0):
+        piv = next((i for i in range(rank, len(m)) if m[i][col]), None)
+        if piv is None:
+            continue
+        m[rank], m[piv] = m[piv], m[rank]
+        for i in range(len(m)):
+            if i != rank and m[i][col]:
+                f = m[i][col] / m[rank][col]
+                m[i] = [x - f * y for x, y in zip(m[i], m[rank])]
+        rank += 1
+    return rank
+
+
+def grid_cell(i: int, j: int, c: int) -> int:
+    """Index of cell (row ``i``, column ``j``) in the (r+1) x (c+1) grid of
+    :func:`grid_relations` (row-major; row ``r`` / column ``c`` are the totals)."""
+    return i * (c + 1) + j
+
+
+def grid_relations(r: int, c: int) -> list[list[int]]:
+    """Relations ``a x = 0`` of an r x c table with margins (seed 002 sec. 3, Tables 1-7).
+
+    Cells form an (r+1) x (c+1) grid numbered row-major, total row and total column last.
+    One relation per grid row (``sum_j x[i, j] - x[i, c] = 0``, i = 0..r), then one per
+    grid column (``sum_i x[i, j] - x[r, j] = 0``, j = 0..c).
+    """
+    n = (r + 1) * (c + 1)
+    rels = []
+    for i in range(r + 1):
+        row = [0] * n
+        for j in range(c):
+            row[grid_cell(i, j, c)] = 1
+        row[grid_cell(i, c, c)] = -1
+        rels.append(row)
+    for j in range(c + 1):
+        row = [0] * n
+        for i in range(r):
+            row[grid_cell(i, j, c)] = 1
+        row[grid_cell(r, j, c)] = -1
+        rels.append(row)
+    return rels
+
+
+def is_sensitive(lam, contributions, rule, counts=None) -> tuple[bool, object]:
+    """Judge one aggregation exactly (seed 002 sections 3 and 5).
+
+    ``lam``: coefficients on the suppressed cells (dict cell->coef or a sequence over all
+    cells; floats become ``Fraction(x).limit_denominator(10**6)``). ``contributions[i]``: list of ``(respondent_id, amount)`` of cell ``i``; the
+    same id in several cells is one respondent (a holding, seed 002 sec. 5). Absolute
+    contribution ``X^r = sum_i |lam_i| |x_i^r|``; ``X^[1] >= X^[2] >= ...`` are the
+    nonzero ones sorted, ``T = sum_r X^r`` (missing ``X^[2]`` counts as 0).
+
+    Returns ``(sensitive, measure)``:
+
+    * ``("p_percent", p)``: measure ``X^[1] - 100/p (T - X^[1] - X^[2])`` (Fraction),
+      sensitive iff ``> 0`` (so ``T = 0`` is never sensitive);
+    * ``("pq", p, q)``: measure ``X^[1] - q/p (T - X^[1] - X^[2])``, sensitive iff
+      ``>= 0`` (seed 002 eq. 5.4) *and* ``T > 0``: an aggregation without any respondent
+      contribution is not judged (seed 002 sec. 2 would call it unsafe);
+    * ``("frequency", n)``: measure = number of respondents with ``X^r > 0``, sensitive
+      iff ``0 < measure < n``;
+    * ``("threshold", t)``: measure = ``sum counts[i]`` over cells with ``lam_i != 0``
+      (respondents distinct across cells), sensitive iff ``0 < measure < t``.
+    """
+    return _judge(_lam_dict(lam), _absolute(contributions), rule, counts)
+
+
+def _judge(lam, absolute, rule, counts):
+    """:func:`is_sensitive` on exact ``lam`` and :func:`_absolute` contributions."""
+    kind = rule[0]
+    if kind == "threshold":
+        if counts is None:
+            raise ValueError("the threshold rule needs counts")
+        count = sum(int(counts[i]) for i in lam if lam[i])
+        return 0 < count < rule[1], count
+    x = defaultdict(int)
+    for i, coef in lam.items():
+        for r, amount in absolute[i]:
+            x[r] += abs(coef) * amount
+    xs = sorted((v for v in x.values() if v > 0), reverse=True)
+    if kind == "frequency":
+        return 0 < len(xs) < rule[1], len(xs)
+    if kind not in ("p_percent", "pq"):
+        raise ValueError(f"unknown rule {rule!r}")
+    total = sum(xs)
+    x1, x2 = (xs + [0, 0])[:2]
+    p = Fraction(_exact(rule[1]))
+    ratio = 100 / p if kind == "p_percent" else _exact(rule[2]) / p
+    measure = x1 - ratio * (total - x1 - x2)          # a Fraction
+    if kind == "p_percent":
+        return measure > 0, measure
+    return total > 0 and measure >= 0, measure
+
+
+def enumerate_sensitive(a, suppressed, contributions, rule, *, derived=(), counts=None,
+                        max_relations: int = 10) -> list[tuple[dict[int, Fraction], object]]:
+    """All sensitive aggregations with ``mu`` in ``{-1, 0, 1}^K`` (seed 002 secs. 3, 5).
+
+    ``a``: relations (rows) x cells, ``a x = 0``; ``suppressed``: boolean mask over cells;
+    ``derived``: indices (or a boolean mask) of suppressed cells counted as published.
+    ``contributions``: as in :func:`is_sensitive` (may be None for the threshold rule).
+    The K relations are those touching a suppressed non-derived cell; ``K >
+    max_relations`` raises ValueError. For each ``mu`` (one of ``mu``, ``-mu`` tried),
+    ``lam_i = sum_k mu_k a[k, i]`` on suppressed non-derived cells ``i``; all-zero ``lam``
+    is skipped, and so is ``lam`` whose ``|lam|`` is a multiple of one already seen (the
+    measures depend on ``|lam|`` only and scale with it; aggregations are defined up to a
+    constant factor, seed 002 sec. 3). Returns ``[(lam as {cell: Fraction}, measure)]``
+    for the sensitive ones, judged by :func:`is_sensitive`. Only +-1 combinations of
+    relations are covered: a bounded brute force, not the general MIP of seed 002 sec. 6.
+    """
+    free = _free_cells(suppressed, derived)
+    # each relation touching S, as its nonzero (cell, coefficient) pairs on S
+    touching = [pairs for row in _matrix(a)
+                if (pairs := [(j, row[j]) for j in free if row[j]])]
+    if len(touching) > max_relations:
+        raise ValueError(f"{len(touching)} relations > max_relations={max_relations}")
+    absolute = _absolute(contributions)
+    seen, out = set(), []
+    for mu in itertools.product((0, 1, -1), repeat=len(touching)):
+        if next((m for m in mu if m), 1) < 0:        # -mu gives the same |lam|
+            continue
+        lam = defaultdict(int)
+        for m, pairs in zip(mu, touching):
+            for j, coef in (pairs if m else ()):
+                lam[j] += m * coef
+        lam = {j: v for j, v in lam.items() if v}
+        if not lam:
+            continue
+        key = _direction(lam)
+        if key in seen:
+            continue
+        seen.add(key)
+        sensitive, measure = _judge(lam, absolute, rule, counts)
+        if sensitive:
+            out.append(({j: Fraction(v) for j, v in lam.items()}, measure))
+    return out
+
+
+def any_sensitive(a, suppressed, contributions, rule, *, derived=(), counts=None,
+                  max_relations: int = 10) -> bool:
+    """``bool(enumerate_sensitive(...))``: is the table unsafe by Operational criterion 2
+    (seed 002 sec. 4) among the +-1 aggregations (seed 002 secs. 3 and 5)?"""
+    return bool(enumerate_sensitive(a, suppressed, contributions, rule, derived=derived,
+                                    counts=counts, max_relations=max_relations))
+
+
+def in_row_space(a, suppressed, lam, *, derived=()) -> bool:
+    """Is ``lam`` an aggregation, i.e. ``lam = (mu^T a)[S]`` for some rational ``mu``?
+
+    Seed 002 sec. 3: aggregations are combinations ``sum_k mu_k a[k, :]`` of relations
+    with coefficients ``lam_i`` on suppressed cells (any real ``mu``, eq. 3.7 and the
+    scaling remark); sec. 5 judges them. ``S`` = suppressed and not derived cells.
+    ``lam``: dict cell->coef or sequence over all cells; floats are converted with
+    ``Fraction(x).limit_denominator(10**6)``. A nonzero coefficient off ``S`` gives
+    False. Decided exactly: ``rank(a[:, S]) == rank(a[:, S] with lam[S] appended)``.
+    """
+    rows = _matrix(a)
+    free = _free_cells(suppressed, derived)
+    lam = _lam_dict(lam)
+    if not set(lam) <= set(free):
+        return False
+    sub = [[row[j] for j in free] for row in rows]
+    target = [lam.get(j, Fraction(0)) for j in free]
+    return _rank(sub) == _rank(sub + [target])
