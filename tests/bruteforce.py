@@ -136,7 +136,19 @@ def grid_relations(r: int, c: int) -> list[list[int]]:
     return rels
 
 
-def is_sensitive(lam, contributions, rule, counts=None) -> tuple[bool, object]:
+def _to_atoms(lam, atoms):
+    """``phi = G^T lam`` with ``atoms[i]`` the ``(atom, coefficient)`` pairs of cell ``i``
+    (a margin is the sum of its leaves); ``None`` keeps every cell an atom of its own."""
+    if atoms is None:
+        return lam
+    phi = defaultdict(int)
+    for i, coef in lam.items():
+        for atom, g in atoms[i]:
+            phi[atom] += coef * _exact(g)
+    return {a: v for a, v in phi.items() if v}
+
+
+def is_sensitive(lam, contributions, rule, counts=None, atoms=None) -> tuple[bool, object]:
     """Judge one aggregation exactly (seed 002 sections 3 and 5).
 
     ``lam``: coefficients on the suppressed cells (dict cell->coef or a sequence over all
@@ -156,8 +168,11 @@ def is_sensitive(lam, contributions, rule, counts=None) -> tuple[bool, object]:
       iff ``0 < measure < n``;
     * ``("threshold", t)``: measure = ``sum counts[i]`` over cells with ``lam_i != 0``
       (respondents distinct across cells), sensitive iff ``0 < measure < t``.
+
+    With ``atoms`` (see :func:`_to_atoms`) the aggregation is judged on its atoms: ``lam``
+    becomes ``phi = G^T lam`` and ``contributions`` / ``counts`` are indexed by atom.
     """
-    return _judge(_lam_dict(lam), _absolute(contributions), rule, counts)
+    return _judge(_to_atoms(_lam_dict(lam), atoms), _absolute(contributions), rule, counts)
 
 
 def _judge(lam, absolute, rule, counts):
@@ -188,7 +203,8 @@ def _judge(lam, absolute, rule, counts):
 
 
 def enumerate_sensitive(a, suppressed, contributions, rule, *, derived=(), counts=None,
-                        max_relations: int = 10) -> list[tuple[dict[int, Fraction], object]]:
+                        max_relations: int = 10, atoms=None
+                        ) -> list[tuple[dict[int, Fraction], object]]:
     """All sensitive aggregations with ``mu`` in ``{-1, 0, 1}^K`` (seed 002 secs. 3, 5).
 
     ``a``: relations (rows) x cells, ``a x = 0``; ``suppressed``: boolean mask over cells;
@@ -200,7 +216,8 @@ def enumerate_sensitive(a, suppressed, contributions, rule, *, derived=(), count
     is skipped, and so is ``lam`` whose ``|lam|`` is a multiple of one already seen (the
     measures depend on ``|lam|`` only and scale with it; aggregations are defined up to a
     constant factor, seed 002 sec. 3). Returns ``[(lam as {cell: Fraction}, measure)]``
-    for the sensitive ones, judged by :func:`is_sensitive`. Only +-1 combinations of
+    for the sensitive ones, judged by :func:`is_sensitive` (on atoms when ``atoms`` is
+    given; an aggregation whose atoms all cancel is no aggregation). Only +-1 combinations of
     relations are covered: a bounded brute force, not the general MIP of seed 002 sec. 6.
     """
     free = _free_cells(suppressed, derived)
@@ -219,13 +236,14 @@ def enumerate_sensitive(a, suppressed, contributions, rule, *, derived=(), count
             for j, coef in (pairs if m else ()):
                 lam[j] += m * coef
         lam = {j: v for j, v in lam.items() if v}
-        if not lam:
+        phi = _to_atoms(lam, atoms)
+        if not phi:
             continue
-        key = _direction(lam)
+        key = _direction(phi)
         if key in seen:
             continue
         seen.add(key)
-        sensitive, measure = _judge(lam, absolute, rule, counts)
+        sensitive, measure = _judge(phi, absolute, rule, counts)
         if sensitive:
             out.append(({j: Fraction(v) for j, v in lam.items()}, measure))
     return out

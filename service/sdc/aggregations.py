@@ -118,6 +118,8 @@ class Aggregation:
         The table relations combined and their multipliers ``mu`` (``lambda = mu^T A`` on
         the suppressed cells): the published cells of that combination are what the
         intruder reads the value from.
+    atoms, atom_coefficients : numpy.ndarray
+        The aggregation as judged: ``phi = G^T lambda`` over the atoms (:func:`atom_map`).
     """
 
     cells: np.ndarray
@@ -128,6 +130,8 @@ class Aggregation:
     found_by: str
     relations: np.ndarray
     multipliers: np.ndarray
+    atoms: np.ndarray
+    atom_coefficients: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -272,6 +276,31 @@ def _respondents(source: UnionSource, cells: np.ndarray) -> _Respondents:
                         np.asarray(m.count, dtype=float)[cells], c is None or not raw.any())
 
 
+def atom_map(relations, source: UnionSource) -> sp.csr_matrix:
+    """``G`` of shape ``(n_cells, n_cells)``: each cell as a sum of the *atoms* whose
+    contributions an aggregation is judged on (columns of ``G`` are the atom cells).
+
+    The leaf cells of a single table when every leaf's magnitudes are known: a margin's
+    respondents are its leaves' respondents, so an aggregation ``lambda`` over cells is
+    judged on ``phi = G^T lambda`` over the leaves, and a respondent's share in a margin and
+    in its leaf is one contribution, not two (seed 002 section 5 writes
+    ``X_A^r = sum_i |lambda_i x_i^r|`` for cells without common parts; with nested cells
+    that formula would count a contribution once per cell it lies in, and would judge the
+    relation "total = sum of its parts", all suppressed, as a published aggregation of
+    value 0). Otherwise every cell is an atom of its own: the seed's formula, which can
+    only overstate a respondent's share.
+    """
+    n = source.cells.n_cells
+    leaf = getattr(relations, "is_leaf", None)
+    aggregation = getattr(relations, "aggregation", None)
+    known = np.ones(n, bool) if source.known is None else np.asarray(source.known, bool)
+    if leaf is None or aggregation is None or not known[np.asarray(leaf)].all():
+        return sp.identity(n, format="csr")
+    leaf_cells = np.flatnonzero(leaf)
+    g = sp.csr_matrix(aggregation)
+    return sp.csr_matrix((g.data, leaf_cells[g.indices], g.indptr), shape=(n, n))
+
+
 def check_aggregations(relations, values, suppressed, source: UnionSource, *,
                        derived=None, deadline: float | None = None,
                        time_limit: float = 60.0) -> AggregationCheck:
@@ -297,7 +326,8 @@ def check_aggregations(relations, values, suppressed, source: UnionSource, *,
 
     Notes
     -----
-    Seed 002 sections 3-6; the method and the readings are in the module docstring.
+    Seed 002 sections 3-6; the method and the readings are in the module docstring and
+    :func:`atom_map`.
     """
     start = time.perf_counter()
     deadline = start + time_limit if deadline is None else deadline
@@ -306,13 +336,12 @@ def check_aggregations(relations, values, suppressed, source: UnionSource, *,
     suppressed = np.asarray(suppressed, dtype=bool)
     derived = np.zeros_like(suppressed) if derived is None else np.asarray(derived, bool)
     derived = derived & suppressed
-    hidden = suppressed & ~derived
-    cells = np.flatnonzero(hidden)
-    work = _Work(a, values, hidden, cells, source, deadline)
+    work = _Work(a, atom_map(relations, source), values, suppressed & ~derived, source,
+                 deadline)
     found, undecided, statuses = [], [], []
     groups = screened = 0
-    for members, rows in work.groups():
-        outcome = work.decide(members, rows)
+    for group in work.groups():
+        outcome = group.decide()
         if outcome is None:
             continue
         groups += 1
@@ -322,7 +351,7 @@ def check_aggregations(relations, values, suppressed, source: UnionSource, *,
         if aggregation is not None:
             found.append(aggregation)
         elif status != "safe":
-            undecided.append(cells[members])
+            undecided.append(work.cells[group.members])
     found.sort(key=lambda g: -g.measure)
     if found:
         status = "sensitive"
@@ -347,204 +376,241 @@ def check_aggregations(relations, values, suppressed, source: UnionSource, *,
         work.mip_solves, time.perf_counter() - start, messages[status])
 
 
-class _Work:
-    """The state shared by the groups of one check."""
+def _rule_arrays(rules, forms, resp: _Respondents):
+    """Per rule and atom: the measure ``S`` in slot form, its tie scale, and the room
+    ``omega`` another atom gives the screen (module docstring)."""
+    depth = max([1] + [len(f.b) for f in forms if f is not None])
+    top = resp.top(depth)
+    n = len(resp.total)
+    measure = np.full((len(rules), n), np.nan)
+    scale = np.ones((len(rules), n))
+    omega = np.full((len(rules), n), np.inf)
+    for k, f in enumerate(forms):
+        if f is None:
+            continue
+        b = np.asarray(f.b)
+        measure[k] = f.tau * resp.total + top[:, :len(b)] @ b
+        scale[k] = np.maximum((1.0 - f.tau) * resp.total, 1e-300)
+        om = -f.tau * resp.total - top[:, :len(b) - 1] @ b[1:]
+        omega[k] = np.where(np.abs(om) <= _TIE_RTOL * scale[k], 0.0, om)
+    return measure, scale, omega
 
-    def __init__(self, a, values, hidden, cells, source: UnionSource, deadline):
-        self.a, self.values, self.hidden, self.cells = a, values, hidden, cells
-        self.source, self.deadline = source, deadline
+
+class _Work:
+    """The state shared by the groups of one check; atom arrays are indexed by cell."""
+
+    def __init__(self, a, g, values, hidden, source: UnionSource, deadline):
+        self.a, self.g, self.values, self.source, self.deadline = a, g, values, source, deadline
+        self.cells = np.flatnonzero(hidden)
         self.rules = source.ruleset.effective_rules()
-        self.resp = _respondents(source, cells)
-        known = np.ones(len(values), bool) if source.known is None else source.known
-        self.known = np.asarray(known, bool)[cells]
-        self.a_s = a[:, cells].tocsr()
+        self.forms = [slot_form(r) for r in self.rules]
+        n = len(values)
+        atoms = np.flatnonzero(np.diff(g.tocsc().indptr) > 0)
+        resp = _respondents(source, atoms)
+        self.resp = resp
+        self.atom_pos = np.full(n, -1)
+        self.atom_pos[atoms] = np.arange(len(atoms))
+        self.atoms = atoms
+        known = np.ones(n, bool) if source.known is None else np.asarray(source.known, bool)
+        self.known = known[atoms]
+        self.measure, self.scale, self.omega = _rule_arrays(self.rules, self.forms, resp)
+        self.a_s = a[:, self.cells].tocsr()
+        self.g_s = g[self.cells].tocsr()
         self.mip_solves = 0
         self.why: set[str] = set()
-        self.forms = [slot_form(r) for r in self.rules]
-        depth = max([1] + [len(f.b) for f in self.forms if f is not None])
-        self.top = self.resp.top(depth)
-        self.measure = np.full((len(self.rules), len(cells)), np.nan)
-        self.scale = np.ones((len(self.rules), len(cells)))
-        for k, f in enumerate(self.forms):
-            if f is None:
-                continue
-            b = np.asarray(f.b)
-            self.measure[k] = f.tau * self.resp.total + self.top[:, :len(b)] @ b
-            self.scale[k] = np.maximum((1.0 - f.tau) * self.resp.total, 1e-300)
 
     def groups(self):
-        """Connected groups of hidden cells (local indices) and the relations touching them."""
+        """Connected groups of hidden cells, joined through the relations that touch them
+        and through the atoms they share (an aggregation of one group is judged
+        independently of another's only when no atom is shared)."""
         active = np.flatnonzero(np.diff(self.a_s.indptr) > 0)
         b = self.a_s[active]
-        n_s = len(self.cells)
-        pattern = sp.csr_matrix((np.ones(b.nnz), b.indices, b.indptr), shape=b.shape)
-        graph = sp.bmat([[sp.csr_matrix((n_s, n_s)), pattern.T],
-                         [pattern, sp.csr_matrix((len(active), len(active)))]], format="csr")
+        gs = self.g_s.tocsc()
+        shared_atoms = np.flatnonzero(np.diff(gs.indptr) > 0)
+        n_s, n_r, n_a = len(self.cells), len(active), len(shared_atoms)
+        pr = sp.csr_matrix((np.ones(b.nnz), b.indices, b.indptr), shape=b.shape)
+        ga = gs[:, shared_atoms].tocsr()
+        pa = sp.csr_matrix((np.ones(ga.nnz), ga.indices, ga.indptr), shape=ga.shape)
+        graph = sp.bmat([[None, pr.T, pa], [pr, None, None], [pa.T, None, None]],
+                        format="csr", dtype=float)
+        if graph.shape[0] != n_s + n_r + n_a:
+            graph.resize((n_s + n_r + n_a, n_s + n_r + n_a))
         n_lab, labels = connected_components(graph, directed=False)
-        cell_label, row_label = labels[:n_s], labels[n_s:]
+        cell_label, row_label = labels[:n_s], labels[n_s:n_s + n_r]
         cell_order = np.argsort(cell_label, kind="stable")
         row_order = np.argsort(row_label, kind="stable")
         cb = np.searchsorted(cell_label[cell_order], np.arange(n_lab + 1))
         rb = np.searchsorted(row_label[row_order], np.arange(n_lab + 1))
-        for g in range(n_lab):
-            rows = active[row_order[rb[g]:rb[g + 1]]]
-            if rows.size:   # a hidden cell in no relation publishes nothing
-                yield cell_order[cb[g]:cb[g + 1]], rows
+        for lab in range(n_lab):
+            rows = active[row_order[rb[lab]:rb[lab + 1]]]
+            members = cell_order[cb[lab]:cb[lab + 1]]
+            if rows.size and members.size:   # a hidden cell in no relation publishes nothing
+                yield _Group(self, members, rows)
 
-    # -- one group -----------------------------------------------------------------
 
-    def decide(self, members: np.ndarray, rows: np.ndarray):
+class _Group:
+    """One group: its relations ``mu``, cells ``lambda = sub^T mu`` and atoms
+    ``phi = Gm^T lambda``, and the LP over them."""
+
+    def __init__(self, work: _Work, members: np.ndarray, rows: np.ndarray):
+        self.w = work
+        self.members = members
+        self.rows = rows
+        self.sub = work.a_s[rows][:, members].tocsr()
+        gm = work.g_s[members]
+        self.atoms = np.flatnonzero(np.diff(gm.tocsc().indptr) > 0)   # cell ids
+        self.gm = gm[:, self.atoms].tocsr()
+        self.bt = (self.gm.T @ self.sub.T).tocsr()          # phi = bt @ mu
+        pos = work.atom_pos[self.atoms]
+        self.pos = pos
+        self.unknown = ~work.known[pos]
+        self._lp = None
+
+    # -- which rules can fire ------------------------------------------------------------
+
+    def decide(self):
         """``(status, aggregation or None, how)``, or ``None`` for a group without a
-        sensitive cell under any rule (safe by seed 002 Theorem 2)."""
-        known = self.known[members]
+        sensitive atom under any rule (safe by seed 002 Theorem 2)."""
+        w = self.w
+        known = ~self.unknown
         relevant = []
-        for k, f in enumerate(self.forms):
+        for k, f in enumerate(w.forms):
             if f is None:
-                small = self._frequency_small(k, members) & known
-                if small.any():
-                    relevant.append((k, small))
+                mask = (w.resp.count[self.pos] < w.rules[k].n - 1e-9) & known
             else:
-                near = self.measure[k, members] >= -_NEAR_SENSITIVE * self.scale[k, members]
-                if (near & known).any():
-                    relevant.append((k, near & known))
+                mask = (w.measure[k, self.pos] >= -_NEAR_SENSITIVE * w.scale[k, self.pos]) \
+                    & known
+            if mask.any():
+                relevant.append((k, mask))
         if not relevant:
             return None
-        group = _Group(self, members, rows)
-        witness = group.explicit()
+        witness = self.explicit()
         if witness is not None:
             return "sensitive", witness, "relation"
         statuses, how = [], "screen"
         for k, mask in relevant:
-            if time.perf_counter() > self.deadline:
-                self.why.add("time limit reached")
+            if time.perf_counter() > w.deadline:
+                w.why.add("time limit reached")
                 return "undecided", None, "time"
-            if self.forms[k] is None:
-                status, witness = group.frequency(k, mask)
+            if w.forms[k] is None:
+                status, witness = self.frequency(k, mask)
                 how = "support"
             else:
-                status, witness, how_k = group.magnitude(k, mask)
+                status, witness, how_k = self.magnitude(k, mask)
                 how = how_k if how_k != "screen" else how
             if witness is not None:
                 return "sensitive", witness, how
             statuses.append(status)
         if "undecided" in statuses:
             return "undecided", None, how
-        if not known.all():
-            # Only aggregations that leave out the cells of unknown magnitudes were judged.
+        if self.unknown.any():
+            # Only aggregations that leave out the atoms of unknown magnitudes were judged.
             return "not_applicable", None, how
         return "safe", None, how
 
-    def _frequency_small(self, k: int, members: np.ndarray) -> np.ndarray:
-        n = self.rules[k].n
-        count = self.resp.count[members]
-        return count < n - 1e-9
-
-
-class _Group:
-    """One connected group of hidden cells: its relations and the LP over its deviations."""
-
-    def __init__(self, work: _Work, members: np.ndarray, rows: np.ndarray):
-        self.w = work
-        self.members = members
-        self.rows = rows
-        self.sub = work.a_s[rows][:, members].tocsc()
-        # Cells whose magnitudes are unknown take no part in a judged aggregation: free in
-        # the LPs (their row prices then give them coefficient 0), fixed to 0 in the MIP.
-        self.unknown = ~work.known[members]
-        self._lp = None
-
-    # -- evaluation ------------------------------------------------------------------
+    # -- exact evaluation -------------------------------------------------------------
 
     def _judge(self, mu: np.ndarray, how: str) -> Aggregation | None:
-        """Exact verdict on the aggregations ``lambda = mu^T A`` (rows of ``mu`` are
-        multipliers of the group's relations), the most sensitive one or ``None``.
-
-        Building ``lambda`` from ``mu`` makes every candidate a genuine aggregation, what
-        ever produced ``mu`` (row prices of an LP, a MIP point, a single relation)."""
+        """Exact verdict on the aggregations of multipliers ``mu`` (rows), the most
+        sensitive one or ``None``. Building them from ``mu`` makes every candidate a
+        genuine aggregation, whatever produced ``mu`` (LP prices or values, a MIP point,
+        a single relation)."""
+        w = self.w
         mu = np.atleast_2d(np.asarray(mu, dtype=float))
         lam = np.asarray(self.sub.T @ mu.T).T
-        scale = np.abs(lam).max(axis=1, keepdims=True)
-        keep = scale.ravel() > 1e-12
+        phi = np.asarray(self.gm.T @ lam.T).T
+        scale = np.abs(phi).max(axis=1, keepdims=True)
+        keep = scale.ravel() > 1e-12   # phi = 0: an identity such as "total = its parts"
         if not keep.any():
             return None
-        mu, lam = mu[keep] / scale[keep], lam[keep] / scale[keep]
-        # Defined up to a factor (seed 002 section 3): orient the published value >= 0.
-        value = lam @ self.w.values[self.w.cells[self.members]]
-        first = lam[np.arange(len(lam)), np.argmax(lam != 0, axis=1)]
-        flip = np.where((value < 0) | ((value == 0) & (first < 0)), -1.0, 1.0)[:, None]
-        mu, lam = mu * flip, lam * flip
-        # Round-off of the row prices: coefficients below 1e-9 of the largest are zero.
+        mu, lam, phi = (v[keep] / scale[keep] for v in (mu, lam, phi))
         lam[np.abs(lam) < 1e-9] = 0.0
-        coo = sp.coo_matrix(lam)
-        full = sp.csr_matrix((coo.data, (coo.row, self.w.cells[self.members][coo.col])),
-                             shape=(lam.shape[0], len(self.w.values)))
-        verdict = judge(full, self.w.values, self.w.source)
+        phi[np.abs(phi) < 1e-9] = 0.0
+        # Defined up to a factor (seed 002 section 3): orient the published value >= 0.
+        value = lam @ w.values[w.cells[self.members]]
+        first = phi[np.arange(len(phi)), np.argmax(phi != 0, axis=1)]
+        flip = np.where((value < 0) | ((value == 0) & (first < 0)), -1.0, 1.0)[:, None]
+        mu, lam, phi, value = mu * flip, lam * flip, phi * flip, value * flip.ravel()
+        coo = sp.coo_matrix(phi)
+        full = sp.csr_matrix((coo.data, (coo.row, self.atoms[coo.col])),
+                             shape=(len(phi), len(w.values)))
+        verdict = judge(full, w.values, w.source)
         sens = verdict.fired & verdict.checked[None, :]
         best = None
         for r, k in zip(*np.nonzero(sens.T)):
             s = float(verdict.sensitivity[k, r])
             if best is None or s > best.measure:
                 nz = np.flatnonzero(lam[r])
-                cells = self.w.cells[self.members[nz]]
                 used = np.flatnonzero(np.abs(mu[r]) > 1e-12)
-                best = Aggregation(cells, lam[r, nz], float(verdict.value[r]), int(k), s, how,
-                                   self.rows[used], mu[r, used])
+                on = np.flatnonzero(phi[r])
+                best = Aggregation(w.cells[self.members[nz]], lam[r, nz], float(value[r]),
+                                   int(k), s, how, self.rows[used], mu[r, used],
+                                   self.atoms[on], phi[r, on])
         return best
 
     def explicit(self) -> Aggregation | None:
         """The explicit aggregations (one relation each, seed 002 eq. 3.6), judged exactly."""
-        several = np.flatnonzero(np.diff(self.sub.tocsr().indptr) >= 2)
+        several = np.flatnonzero(np.diff(self.sub.indptr) >= 2)
         if not several.size:
             return None
         mu = np.zeros((len(several), len(self.rows)))
         mu[np.arange(len(several)), several] = 1.0
         return self._judge(mu, "relation")
 
-    # -- the deviation LP: max z_i s.t. A z = 0, bounds per cell ---------------------------
+    # -- the LP over aggregations: min sum cost |phi| s.t. phi = bt mu, phi_anchor = 1 ----
 
     def _model(self) -> highspy.Highs:
         if self._lp is None:
-            m, k = self.sub.shape
+            na, nr = self.bt.shape
+            eye = sp.identity(na, format="csr")
+            a_all = sp.hstack([eye, -eye, -self.bt], format="csc")
             lp = highspy.HighsLp()
-            lp.num_col_, lp.num_row_ = k, m
-            lp.col_cost_ = np.zeros(k)
-            lp.col_lower_ = np.zeros(k)
-            lp.col_upper_ = np.zeros(k)
-            lp.row_lower_ = np.zeros(m)
-            lp.row_upper_ = np.zeros(m)
+            lp.num_col_, lp.num_row_ = 2 * na + nr, na
+            lp.col_cost_ = np.zeros(2 * na + nr)
+            lp.col_lower_ = np.concatenate([np.zeros(2 * na), np.full(nr, -np.inf)])
+            lp.col_upper_ = np.full(2 * na + nr, np.inf)
+            lp.row_lower_ = np.zeros(na)
+            lp.row_upper_ = np.zeros(na)
             lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-            lp.a_matrix_.start_ = self.sub.indptr.astype(np.int32)
-            lp.a_matrix_.index_ = self.sub.indices.astype(np.int32)
-            lp.a_matrix_.value_ = self.sub.data.astype(float)
-            lp.sense_ = highspy.ObjSense.kMaximize
+            lp.a_matrix_.start_ = a_all.indptr.astype(np.int32)
+            lp.a_matrix_.index_ = a_all.indices.astype(np.int32)
+            lp.a_matrix_.value_ = a_all.data.astype(float)
             h = highspy.Highs()
             h.setOptionValue("output_flag", False)
             h.passModel(lp)
             self._lp = h
         return self._lp
 
-    def _reach(self, anchor: int, lower: np.ndarray, upper: np.ndarray):
-        """``max z_anchor`` with the given bounds: (value or inf, the row prices ``y`` whose
-        aggregation ``A^T y`` attains it by LP duality, or None; status)."""
+    def _cheapest(self, anchor: int, cost: np.ndarray, allowed: np.ndarray):
+        """``min sum cost_j |phi_j|`` over aggregations with ``phi_anchor = 1`` and ``phi``
+        zero off ``allowed``: (value, multipliers ``mu`` or None, status); ``inf`` when
+        there is none."""
         h = self._model()
-        k = len(self.members)
-        idx = np.arange(k, dtype=np.int32)
-        h.changeColsBounds(k, idx, lower, upper)
-        cost = np.zeros(k)
-        cost[anchor] = 1.0
-        h.changeColsCost(k, idx, cost)
+        na, nr = self.bt.shape
+        upper = np.where(allowed & ~self.unknown, np.inf, 0.0)
+        lower = np.zeros(na)
+        upper_m, lower_m = upper.copy(), lower.copy()
+        lower[anchor] = upper[anchor] = 1.0
+        lower_m[anchor] = upper_m[anchor] = 0.0
+        c = np.where(np.isfinite(cost), cost, 0.0)
+        c[anchor] = 0.0
+        idx = np.arange(2 * na, dtype=np.int32)
+        h.changeColsBounds(2 * na, idx, np.concatenate([lower, lower_m]),
+                           np.concatenate([upper, upper_m]))
+        h.changeColsCost(2 * na, idx, np.concatenate([c, c]))
         remaining = self.w.deadline - time.perf_counter()
         if remaining <= 0:
             return np.nan, None, "time_limit"
         h.setOptionValue("time_limit", float(h.getRunTime() + remaining))
         h.run()
         status = h.getModelStatus()
-        if status == _MS.kUnbounded:
+        if status == _MS.kInfeasible:
             return np.inf, None, "optimal"
         if status != _MS.kOptimal:
-            return np.nan, None, "time_limit" if status == _MS.kTimeLimit else "error"
-        y = np.asarray(h.getSolution().row_dual)
-        return h.getInfo().objective_function_value, y, "optimal"
+            return np.nan, None, "time_limit" if status == _MS.kTimeLimit else \
+                h.modelStatusToString(status)
+        x = np.asarray(h.getSolution().col_value)
+        return h.getInfo().objective_function_value, x[2 * na:], "optimal"
 
     # -- magnitude rules -------------------------------------------------------------
 
@@ -552,31 +618,24 @@ class _Group:
         """Screen, witnesses, then the MIP, for slot-form rule ``k``."""
         w = self.w
         form = w.forms[k]
-        idx = self.members
-        multi = self._spanning()
-        if not multi:
-            top = w.top[idx]
-            b = np.asarray(form.b)
-            omega = -form.tau * w.resp.total[idx] - top[:, :len(b) - 1] @ b[1:]
-            tol = _TIE_RTOL * w.scale[k, idx]
-            omega = np.where(np.abs(omega) <= tol, 0.0, omega)
-            omega[self.unknown] = np.inf
+        if not self._spanning():
+            omega = w.omega[k, self.pos]
             if (omega >= 0).all():
                 certified = True
+                tol = _TIE_RTOL * w.scale[k, self.pos]
+                everywhere = np.ones(len(self.atoms), bool)
                 for anchor in np.flatnonzero(near).tolist():
-                    lower, upper = -omega.copy(), omega.copy()
-                    lower[anchor], upper[anchor] = -np.inf, np.inf
-                    rho, prices, status = self._reach(anchor, lower, upper)
+                    rho, mu, status = self._cheapest(anchor, omega, everywhere)
                     if status != "optimal":
                         w.why.add(f"screen LP: {status}")
                         return "undecided", None, "screen"
-                    s_i = w.measure[k, idx[anchor]]
-                    margin = tol[anchor] if not form.inclusive else -tol[anchor]
+                    s_i = w.measure[k, self.pos[anchor]]
+                    margin = -tol[anchor] if form.inclusive else tol[anchor]
                     if s_i - rho < margin:
                         continue
                     certified = False
-                    if prices is not None:
-                        witness = self._judge(prices, "screen")
+                    if mu is not None:
+                        witness = self._judge(mu, "screen")
                         if witness is not None:
                             return "sensitive", witness, "screen"
                 if certified:
@@ -584,65 +643,57 @@ class _Group:
         return self._mip(k, near)
 
     def _spanning(self) -> bool:
-        """Whether a respondent contributes to two cells of the group."""
+        """Whether a respondent contributes to two atoms of the group."""
         r = self.w.resp
         if r.distinct:
             return False
-        inside = np.isin(r.cell, self.members)
-        ids = r.rid[inside]
+        ids = r.rid[np.isin(r.cell, self.pos)]
         return len(np.unique(ids)) < len(ids)
 
     def _mip(self, k: int, near: np.ndarray):
-        """Seed 002 section 6 in slot form (module docstring); returns (status, witness,
-        "mip")."""
+        """Seed 002 section 6 in slot form over the group's atoms (module docstring);
+        returns (status, witness, "mip")."""
         w = self.w
         form = w.forms[k]
-        idx = self.members
-        n, n_rel = len(idx), self.sub.shape[0]
+        n, n_rel = self.bt.shape
         P = np.flatnonzero(near)
         N = np.flatnonzero(~near)
-        scale = max(float(w.resp.total[idx].max(initial=0.0)), 1e-12)
-        total = w.resp.total[idx] / scale
-        s_cell = w.measure[k, idx] / scale
-        D = max(float(s_cell[P].max(initial=0.0)), 1e-9)
+        scale = max(float(w.resp.total[self.pos].max(initial=0.0)), 1e-12)
+        total = w.resp.total[self.pos] / scale
+        s_atom = w.measure[k, self.pos] / scale
+        D = max(float(s_atom[P].max(initial=0.0)), 1e-9)
         cap = np.ones(n)
         with np.errstate(divide="ignore"):
-            cap[N] = D / (-s_cell[N])
+            cap[N] = D / (-s_atom[N])
         cap[self.unknown] = 0.0
 
-        # Candidate respondents: the m largest single-cell respondents of each cell, and
-        # every respondent spanning cells.
+        # Candidate respondents: the m largest single-atom respondents of each atom, and
+        # every respondent spanning atoms.
         r = w.resp
         m_slots = len(form.b)
-        inside = np.isin(r.cell, idx)
-        pos = np.full(len(w.cells), -1)
-        pos[idx] = np.arange(n)
-        cell_l, rid, amt = pos[r.cell[inside]], r.rid[inside], r.amount[inside] / scale
+        local = np.full(len(w.atoms), -1)
+        local[self.pos] = np.arange(n)
+        inside = local[r.cell] >= 0
+        cell_l, rid, amt = local[r.cell[inside]], r.rid[inside], r.amount[inside] / scale
         uniq, inv, cnt = np.unique(rid, return_inverse=True, return_counts=True)
         spans = cnt[inv] > 1
         order = np.lexsort((-amt, cell_l))
         rank = np.empty(len(order), np.int64)
         sc = cell_l[order]
         rank[order] = np.arange(len(order)) - np.searchsorted(sc, sc, side="left")
-        single_top = ~spans & (rank < m_slots)
         cand_of_entry = np.full(len(rid), -1)
         span_ids = np.unique(inv[spans])
-        n_span = len(span_ids)
         span_pos = np.full(len(uniq), -1)
-        span_pos[span_ids] = np.arange(n_span)
+        span_pos[span_ids] = np.arange(len(span_ids))
         cand_of_entry[spans] = span_pos[inv[spans]]
-        tops = np.flatnonzero(single_top)
-        cand_of_entry[tops] = n_span + np.arange(len(tops))
-        n_q = n_span + len(tops)
+        tops = np.flatnonzero(~spans & (rank < m_slots))
+        cand_of_entry[tops] = len(span_ids) + np.arange(len(tops))
+        n_q = len(span_ids) + len(tops)
         use = cand_of_entry >= 0
-        # X^r = sum_i c_ir w_i, as a (n_q, n) matrix
         c_mat = sp.csr_matrix((amt[use], (cand_of_entry[use], cell_l[use])), shape=(n_q, n))
         big_m = np.asarray(c_mat @ cap).ravel()
-        in_p = np.zeros(n, bool)
-        in_p[P] = True
         touches_p = np.asarray(c_mat[:, P].sum(axis=1)).ravel() > 0
 
-        # Column layout.
         o_lp, o_ln, o_mu = 0, n, 2 * n
         o_beta = o_mu + n_rel
         o_psi = o_beta + len(P)
@@ -657,68 +708,60 @@ class _Group:
         col_hi[o_beta:o_beta + len(P)] = 1.0
         col_hi[o_psi:o_z] = np.tile(big_m, m_slots)
         z_hi = np.ones(m_slots * n_q)
-        z_hi[:n_q] = touches_p.astype(float)        # slot 1: the attacked, in a sensitive cell
+        z_hi[:n_q] = touches_p.astype(float)        # slot 1: the attacked, in a sensitive atom
         col_hi[o_z:] = z_hi
-        integrality = np.zeros(n_col, dtype=np.int64)
-        integrality[o_beta:o_beta + len(P)] = 1
-        integrality[o_z:] = 1
+        integer = np.zeros(n_col, bool)
+        integer[o_beta:o_beta + len(P)] = True
+        integer[o_z:] = True
         cost = np.zeros(n_col)
         cost[o_lp:o_lp + n] = form.tau * total
         cost[o_ln:o_ln + n] = form.tau * total
         cost[o_psi:o_z] = np.repeat(np.asarray(form.b), n_q)
 
-        rows, row_lo, row_hi = [], [], []
+        blocks, lows, highs = [], [], []
 
-        def add(block_cols, lo, hi):
-            rows.append(block_cols)
-            row_lo.append(lo)
-            row_hi.append(hi)
+        def add(parts: dict, lo, hi):
+            blocks.append(_block_row(n_col, parts))
+            lows.append(np.broadcast_to(lo, blocks[-1].shape[0]))
+            highs.append(np.broadcast_to(hi, blocks[-1].shape[0]))
 
         eye = sp.identity(n, format="csr")
-        # lp - ln - A^T mu = 0
-        add(self._cols(n_col, {o_lp: eye, o_ln: -eye, o_mu: -self.sub.T.tocsr()}),
-            np.zeros(n), np.zeros(n))
+        add({o_lp: eye, o_ln: -eye, o_mu: -self.bt}, 0.0, 0.0)       # phi = bt mu
         n_p = len(P)
         sel = sp.csr_matrix((np.ones(n_p), (np.arange(n_p), P)), shape=(n_p, n))
         ep = sp.identity(n_p, format="csr")
-        add(self._cols(n_col, {o_lp: sel, o_beta: -ep}), np.full(n_p, -np.inf), np.zeros(n_p))
-        add(self._cols(n_col, {o_ln: sel, o_beta: ep}), np.full(n_p, -np.inf), np.ones(n_p))
+        add({o_lp: sel, o_beta: -ep}, -np.inf, 0.0)                     # phi+ <= beta
+        add({o_ln: sel, o_beta: ep}, -np.inf, 1.0)                      # phi- <= 1 - beta
         ones_p = sp.csr_matrix(np.ones((1, n_p))) @ sel
-        add(self._cols(n_col, {o_lp: ones_p, o_ln: ones_p}), np.ones(1), np.ones(1))
+        add({o_lp: ones_p, o_ln: ones_p}, 1.0, 1.0)                     # sum_P |phi| = 1
         eq = sp.identity(n_q, format="csr")
         for s in range(m_slots):
             ps, zs = o_psi + s * n_q, o_z + s * n_q
-            add(self._cols(n_col, {ps: eq, o_lp: -c_mat, o_ln: -c_mat}),
-                np.full(n_q, -np.inf), np.zeros(n_q))
-            add(self._cols(n_col, {ps: eq, zs: -sp.diags(big_m).tocsr()}),
-                np.full(n_q, -np.inf), np.zeros(n_q))
-            add(self._cols(n_col, {zs: sp.csr_matrix(np.ones((1, n_q)))}),
-                np.full(1, -np.inf), np.ones(1))
-        add(self._cols(n_col, {o_z + s * n_q: eq for s in range(m_slots)}),
-            np.full(n_q, -np.inf), np.ones(n_q))
+            add({ps: eq, o_lp: -c_mat, o_ln: -c_mat}, -np.inf, 0.0)   # psi <= X^r
+            add({ps: eq, zs: -sp.diags(big_m).tocsr()}, -np.inf, 0.0)  # psi <= M z
+            add({zs: sp.csr_matrix(np.ones((1, n_q)))}, -np.inf, 1.0)  # one per slot
+        add({o_z + s * n_q: eq for s in range(m_slots)}, -np.inf, 1.0)  # one slot each
         tol = _TIE_RTOL * (1.0 - form.tau)
-        floor = -tol if form.inclusive else tol
-        add(sp.csr_matrix(cost[None, :]), np.full(1, floor), np.full(1, np.inf))
-        a_all = sp.vstack(rows, format="csc")
-        lo = np.concatenate(row_lo)
-        hi = np.concatenate(row_hi)
+        add({0: sp.csr_matrix(cost[None, :])}, -tol if form.inclusive else tol, np.inf)
+        a_all = sp.vstack(blocks, format="csc")
 
         lp = highspy.HighsLp()
         lp.num_col_, lp.num_row_ = n_col, a_all.shape[0]
         lp.col_cost_ = cost
         lp.col_lower_ = col_lo
         lp.col_upper_ = col_hi
-        lp.row_lower_ = lo
-        lp.row_upper_ = hi
+        lp.row_lower_ = np.concatenate(lows).astype(float)
+        lp.row_upper_ = np.concatenate(highs).astype(float)
         lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
         lp.a_matrix_.start_ = a_all.indptr.astype(np.int32)
         lp.a_matrix_.index_ = a_all.indices.astype(np.int32)
         lp.a_matrix_.value_ = a_all.data.astype(float)
         lp.sense_ = highspy.ObjSense.kMaximize
         lp.integrality_ = [highspy.HighsVarType.kInteger if v else highspy.HighsVarType.kContinuous
-                           for v in integrality]
+                           for v in integer]
         h = highspy.Highs()
         h.setOptionValue("output_flag", False)
+        # Any point at or above the floor is a sensitive aggregation: stop at the first.
         h.setOptionValue("mip_max_improving_sols", 1)
         remaining = w.deadline - time.perf_counter()
         if remaining <= 0:
@@ -744,43 +787,29 @@ class _Group:
                   "does not confirm")
         return "undecided", None, "mip"
 
-    @staticmethod
-    def _cols(n_col: int, blocks: dict) -> sp.csr_matrix:
-        """A block row: ``blocks`` maps a column offset to the matrix placed there."""
-        n_rows = next(iter(blocks.values())).shape[0]
-        parts = []
-        for off, mat in blocks.items():
-            coo = sp.coo_matrix(mat)
-            parts.append((coo.data, coo.row, coo.col + off))
-        data = np.concatenate([p[0] for p in parts])
-        r = np.concatenate([p[1] for p in parts])
-        c = np.concatenate([p[2] for p in parts])
-        return sp.csr_matrix((data, (r, c)), shape=(n_rows, n_col))
-
     # -- frequency rules -----------------------------------------------------------------
 
     def frequency(self, k: int, small: np.ndarray):
         """Aggregations with fewer respondents than the rule's ``n`` (module docstring)."""
         w = self.w
         n_min = w.rules[k].n
-        count = w.resp.count[self.members]
+        count = w.resp.count[self.pos]
         positive = small & (count > 0)
         zero = small & (count <= 0)
+        ones = np.ones(len(self.atoms))
         budget = _MAX_SUPPORTS
         for anchor in np.flatnonzero(positive).tolist():
-            within = small.copy()
-            exists, prices, status = self._support_exists(anchor, within)
+            value, mu, status = self._cheapest(anchor, ones, small)
             if status != "optimal":
                 w.why.add(f"support LP: {status}")
                 return "undecided", None
-            if not exists:
-                continue   # no aggregation within the small cells involves the anchor
-            if prices is not None:
-                witness = self._judge(prices, "support")
-                if witness is not None:
-                    return "sensitive", witness
-            # Supports with fewer than n respondents: the anchor, any zero cells and a few
-            # other small cells.
+            if not np.isfinite(value):
+                continue   # no aggregation within the small atoms involves the anchor
+            witness = self._judge(mu, "support")
+            if witness is not None:
+                return "sensitive", witness
+            # Supports with fewer than n respondents: the anchor, any zero atoms and a few
+            # other small atoms.
             others = np.flatnonzero(positive)
             others = others[others != anchor]
             for size in range(0, n_min):
@@ -790,84 +819,77 @@ class _Group:
                         w.why.add(f"more than {_MAX_SUPPORTS} supports to enumerate")
                         return "undecided", None
                     chosen = np.array([anchor, *combo])
-                    if count[chosen].sum() >= n_min and w.resp.distinct:
+                    if w.resp.distinct and count[chosen].sum() >= n_min:
                         continue
                     within = zero.copy()
                     within[chosen] = True
-                    exists, prices, status = self._support_exists(anchor, within)
+                    value, mu, status = self._cheapest(anchor, ones, within)
                     if status != "optimal":
                         w.why.add(f"support LP: {status}")
                         return "undecided", None
-                    if exists and prices is not None:
-                        witness = self._judge(prices, "support")
+                    if np.isfinite(value):
+                        witness = self._judge(mu, "support")
                         if witness is not None:
                             return "sensitive", witness
         return "safe", None
 
-    def _support_exists(self, anchor: int, within: np.ndarray):
-        """Whether an aggregation supported in ``within`` involves ``anchor``: it does
-        unless a deviation moves the anchor while the rest of ``within`` stays fixed."""
-        k = len(self.members)
-        within = within & ~self.unknown
-        # Cells outside ``within`` are free, so the row prices give an aggregation that is
-        # zero there (their reduced costs vanish); the anchor's bound keeps the LP bounded.
-        lower = np.full(k, -np.inf)
-        upper = np.full(k, np.inf)
-        lower[within], upper[within] = 0.0, 0.0
-        lower[anchor], upper[anchor] = -1.0, 1.0
-        value, prices, status = self._reach(anchor, lower, upper)
-        if status != "optimal":
-            return False, None, status
-        return value < 0.5, prices, status
 
-
+def _block_row(n_col: int, blocks: dict) -> sp.csr_matrix:
+    """A block row of a model: ``blocks`` maps a column offset to the matrix placed there."""
+    n_rows = next(iter(blocks.values())).shape[0]
+    parts = [sp.coo_matrix(mat) for mat in blocks.values()]
+    data = np.concatenate([p.data for p in parts])
+    r = np.concatenate([p.row for p in parts])
+    c = np.concatenate([p.col + off for p, off in zip(parts, blocks)])
+    return sp.csr_matrix((data, (r, c)), shape=(n_rows, n_col))
 
 
 class Requirements:
     """What protecting a cell against aggregations asks of the other cells, for the
     suppression methods (:mod:`service.sdc.suppress`).
 
-    The screen of :func:`check_aggregations` certifies a sensitive cell ``i`` under a slot
-    rule when some deviation ``A z = 0`` of the suppressed cells moves ``i`` by more than its
-    measure ``S_i`` while every other cell ``j`` moves by at most ``omega_j`` (module
-    docstring). That is a protection requirement of the usual shape, with level ``S_i``
-    and room ``omega_j`` both ways instead of the a-priori room, so the fast method meets
-    it with the same cheapest-complement LP. Under a frequency rule the requirement is
-    that ``i`` can move while the cells below the threshold stay fixed (room 0).
+    The screen of :func:`check_aggregations` certifies a sensitive atom ``i`` under a slot
+    rule when no aggregation with ``phi_i = 1`` has ``sum_{j != i} omega_j |phi_j| <= S_i``;
+    by LP duality, when some deviation of the hidden cells (``A z = 0``, published cells
+    fixed) moves ``i`` by more than ``S_i`` while every other atom ``j`` moves at most
+    ``omega_j`` (margins move with their atoms). That is a protection requirement of the
+    usual shape, level ``S_i``, room ``omega_j`` both ways on atoms and none needed on
+    other cells, which the fast method meets with its cheapest-complement LP. Under a
+    frequency rule the requirement is that ``i`` moves while the atoms below the
+    threshold stay fixed (room 0).
     """
 
-    def __init__(self, source: UnionSource):
+    def __init__(self, relations, source: UnionSource):
         n = source.cells.n_cells
         self.source = source
+        g = atom_map(relations, source)
+        atoms = np.flatnonzero(np.diff(g.tocsc().indptr) > 0)
         self.rules = source.ruleset.effective_rules()
-        resp = _respondents(source, np.arange(n))
         forms = [slot_form(r) for r in self.rules]
-        depth = max([1] + [len(f.b) for f in forms if f is not None])
-        top = resp.top(depth)
+        resp = _respondents(source, atoms)
+        measure, scale, omega = _rule_arrays(self.rules, forms, resp)
         self.measure = np.full((len(self.rules), n), -np.inf)
-        self.room = np.zeros((len(self.rules), n))
+        self.room = np.full((len(self.rules), n), np.inf)   # cells that are not atoms
         for k, (rule, form) in enumerate(zip(self.rules, forms)):
             if form is None:
-                self.measure[k] = np.where(resp.count > 0, rule.n - resp.count, -np.inf)
-                self.room[k] = np.where(resp.count < rule.n - 1e-9, 0.0, np.inf)
-                continue
-            b = np.asarray(form.b)
-            self.measure[k] = form.tau * resp.total + top[:, :len(b)] @ b
-            omega = -form.tau * resp.total - top[:, :len(b) - 1] @ b[1:]
-            self.room[k] = np.maximum(omega, 0.0)
-        # Aggregations through cells of unknown magnitudes are not judged (check_aggregations):
-        # such a cell is free in the screen, so it may absorb any deviation here too.
+                self.measure[k, atoms] = np.where(resp.count > 0, rule.n - resp.count, -np.inf)
+                self.room[k, atoms] = np.where(resp.count < rule.n - 1e-9, 0.0, np.inf)
+            else:
+                self.measure[k, atoms] = measure[k]
+                self.room[k, atoms] = np.maximum(omega[k], 0.0)
+        # Atoms of unknown magnitudes are left out of judged aggregations: free here too.
         if source.known is not None:
             self.room[:, ~np.asarray(source.known, bool)] = np.inf
         self.frequency = np.array([f is None for f in forms])
-        self.scale = np.maximum(resp.total, 1.0)
+        self.scale = np.ones(n)
+        self.scale[atoms] = np.maximum(resp.total, 1.0)
 
     def of(self, aggregation: Aggregation) -> tuple[int, float, np.ndarray]:
-        """``(cell, level, room)``: the member the aggregation attacks (the largest own
+        """``(cell, level, room)``: the atom the aggregation attacks (the largest own
         measure under its rule) and what protecting it against the screen takes."""
         k = aggregation.rule
-        cells = aggregation.cells
-        anchor = int(cells[np.argmax(self.measure[k, cells])])
+        atoms = aggregation.atoms
+        anchor = int(atoms[np.argmax(self.measure[k, atoms])])
         room = self.room[k].copy()
         room[anchor] = np.inf
         if self.frequency[k]:

@@ -688,7 +688,7 @@ def _protect_aggregations(p: _Problem, relations, y: np.ndarray, unions,
     it attacks, met by the cheapest complements. Returns (pattern or None, why)."""
     if unions is None:
         return y, ""
-    needs = Requirements(unions)
+    needs = Requirements(relations, unions)
     room_cap = np.maximum(p.room_up, p.room_down)
     for _ in range(max_rounds):
         check = _check(p, relations, y, unions)
