@@ -90,6 +90,9 @@ _MS = highspy.HighsModelStatus
 _NEAR_SENSITIVE = 1e-3
 # Relative tolerance of a measure's sign (issue 20: ties follow the rule's comparison).
 _TIE_RTOL = 1e-9
+# A MIP point of a strict rule must have S above this share of its magnitude (ties within
+# it are read as ties, as the rules read them, with room for the solver's tolerance).
+_MIP_FLOOR_RTOL = 1e-6
 # Enumeration budget of the frequency rules' supports per group.
 _MAX_SUPPORTS = 2000
 
@@ -153,9 +156,12 @@ class AggregationCheck:
     undecided : numpy.ndarray of int
         Cells of the groups that were not decided (time limit or unknown contributions).
     groups, screened, mip_solves : int
-        Groups with a sensitive cell; groups the screen certified; MIPs solved.
+        Groups with a sensitive atom; groups proven safe without a MIP (the screen, or the
+        support LPs of a frequency rule); MIPs solved.
     seconds : float
     message : str
+    failing : tuple of (int, int)
+        ``(rule, atom cell)`` the screen could not prove (with ``screen_only``).
     """
 
     status: str
@@ -167,6 +173,7 @@ class AggregationCheck:
     mip_solves: int
     seconds: float
     message: str
+    failing: tuple = ()
 
     @property
     def safe(self) -> bool:
@@ -303,7 +310,8 @@ def atom_map(relations, source: UnionSource) -> sp.csr_matrix:
 
 def check_aggregations(relations, values, suppressed, source: UnionSource, *,
                        derived=None, deadline: float | None = None,
-                       time_limit: float = 60.0) -> AggregationCheck:
+                       time_limit: float = 60.0, screen_only: bool = False
+                       ) -> AggregationCheck:
     """Decide whether any aggregation of the suppressed cells is sensitive.
 
     Parameters
@@ -319,6 +327,10 @@ def check_aggregations(relations, values, suppressed, source: UnionSource, *,
         Suppressed cells the intruder computes exactly (point intervals).
     deadline : float, optional
         ``time.perf_counter()`` value by which to stop; else ``time_limit`` from now.
+    screen_only : bool
+        Leave a group the screen does not prove ``undecided`` instead of running the MIP,
+        listing the atoms it failed on in ``failing`` (for the fast method, which then
+        protects them).
 
     Returns
     -------
@@ -337,17 +349,18 @@ def check_aggregations(relations, values, suppressed, source: UnionSource, *,
     derived = np.zeros_like(suppressed) if derived is None else np.asarray(derived, bool)
     derived = derived & suppressed
     work = _Work(a, atom_map(relations, source), values, suppressed & ~derived, source,
-                 deadline)
+                 deadline, screen_only)
     found, undecided, statuses = [], [], []
     groups = screened = 0
     for group in work.groups():
+        solves = work.mip_solves
         outcome = group.decide()
         if outcome is None:
             continue
         groups += 1
         status, aggregation, how = outcome
         statuses.append(status)
-        screened += status == "safe" and how == "screen"
+        screened += status == "safe" and work.mip_solves == solves
         if aggregation is not None:
             found.append(aggregation)
         elif status != "safe":
@@ -373,34 +386,53 @@ def check_aggregations(relations, values, suppressed, source: UnionSource, *,
     return AggregationCheck(
         status, np.flatnonzero(derived), tuple(found),
         np.concatenate(undecided) if undecided else np.zeros(0, np.int64), groups, screened,
-        work.mip_solves, time.perf_counter() - start, messages[status])
+        work.mip_solves, time.perf_counter() - start, messages[status], tuple(work.failing))
 
 
-def _rule_arrays(rules, forms, resp: _Respondents):
-    """Per rule and atom: the measure ``S`` in slot form, its tie scale, and the room
-    ``omega`` another atom gives the screen (module docstring)."""
+@dataclass(frozen=True)
+class _RuleArrays:
+    """Per rule and atom (module docstring, the screen):
+
+    ``measure`` ``S_i``; ``alone`` ``S_i - b_m x_i^[m]``, the most the atom's own
+    coefficient can be when some attacker sits elsewhere; ``scale`` of a tie; ``plain``
+    ``-tau X_j``, what an atom without attackers costs; ``omega``, what an atom that may
+    hold attackers costs. NaN / inf for the frequency rule."""
+
+    measure: np.ndarray
+    alone: np.ndarray
+    scale: np.ndarray
+    plain: np.ndarray
+    omega: np.ndarray
+
+
+def _rule_arrays(rules, forms, resp: _Respondents) -> _RuleArrays:
     depth = max([1] + [len(f.b) for f in forms if f is not None])
     top = resp.top(depth)
-    n = len(resp.total)
-    measure = np.full((len(rules), n), np.nan)
-    scale = np.ones((len(rules), n))
-    omega = np.full((len(rules), n), np.inf)
+    shape = (len(rules), len(resp.total))
+    measure, alone = np.full(shape, np.nan), np.full(shape, np.nan)
+    scale, plain, omega = np.ones(shape), np.full(shape, np.inf), np.full(shape, np.inf)
     for k, f in enumerate(forms):
         if f is None:
             continue
         b = np.asarray(f.b)
-        measure[k] = f.tau * resp.total + top[:, :len(b)] @ b
+        m = len(b)
+        measure[k] = f.tau * resp.total + top[:, :m] @ b
+        alone[k] = measure[k] - b[-1] * top[:, m - 1]
         scale[k] = np.maximum((1.0 - f.tau) * resp.total, 1e-300)
-        om = -f.tau * resp.total - top[:, :len(b) - 1] @ b[1:]
+        plain[k] = -f.tau * resp.total
+        om = -f.tau * resp.total - top[:, :m - 1] @ b[1:]
         omega[k] = np.where(np.abs(om) <= _TIE_RTOL * scale[k], 0.0, om)
-    return measure, scale, omega
+    return _RuleArrays(measure, alone, scale, plain, omega)
 
 
 class _Work:
     """The state shared by the groups of one check; atom arrays are indexed by cell."""
 
-    def __init__(self, a, g, values, hidden, source: UnionSource, deadline):
+    def __init__(self, a, g, values, hidden, source: UnionSource, deadline,
+                 screen_only: bool = False):
         self.a, self.g, self.values, self.source, self.deadline = a, g, values, source, deadline
+        self.screen_only = screen_only
+        self.failing: list[tuple[int, int]] = []
         self.cells = np.flatnonzero(hidden)
         self.rules = source.ruleset.effective_rules()
         self.forms = [slot_form(r) for r in self.rules]
@@ -413,7 +445,8 @@ class _Work:
         self.atoms = atoms
         known = np.ones(n, bool) if source.known is None else np.asarray(source.known, bool)
         self.known = known[atoms]
-        self.measure, self.scale, self.omega = _rule_arrays(self.rules, self.forms, resp)
+        self.arrays = _rule_arrays(self.rules, self.forms, resp)
+        self.measure, self.scale = self.arrays.measure, self.arrays.scale
         self.a_s = a[:, self.cells].tocsr()
         self.g_s = g[self.cells].tocsr()
         self.mip_solves = 0
@@ -464,7 +497,7 @@ class _Group:
         pos = work.atom_pos[self.atoms]
         self.pos = pos
         self.unknown = ~work.known[pos]
-        self._lp = None
+        self._lp: dict = {}
 
     # -- which rules can fire ------------------------------------------------------------
 
@@ -559,14 +592,17 @@ class _Group:
 
     # -- the LP over aggregations: min sum cost |phi| s.t. phi = bt mu, phi_anchor = 1 ----
 
-    def _model(self) -> highspy.Highs:
-        if self._lp is None:
+    def _model(self, kind: str, cost: np.ndarray) -> highspy.Highs:
+        """One HiGHS model per cost vector (``kind``): between anchors only bounds change,
+        so each solve starts from the last basis, still dual feasible."""
+        if kind not in self._lp:
             na, nr = self.bt.shape
             eye = sp.identity(na, format="csr")
             a_all = sp.hstack([eye, -eye, -self.bt], format="csc")
+            c = np.where(np.isfinite(cost), cost, 0.0)
             lp = highspy.HighsLp()
             lp.num_col_, lp.num_row_ = 2 * na + nr, na
-            lp.col_cost_ = np.zeros(2 * na + nr)
+            lp.col_cost_ = np.concatenate([c, c, np.zeros(nr)])
             lp.col_lower_ = np.concatenate([np.zeros(2 * na), np.full(nr, -np.inf)])
             lp.col_upper_ = np.full(2 * na + nr, np.inf)
             lp.row_lower_ = np.zeros(na)
@@ -578,26 +614,25 @@ class _Group:
             h = highspy.Highs()
             h.setOptionValue("output_flag", False)
             h.passModel(lp)
-            self._lp = h
-        return self._lp
+            self._lp[kind] = (h, c, np.zeros(2 * na), np.full(2 * na, np.inf))
+        return self._lp[kind]
 
-    def _cheapest(self, anchor: int, cost: np.ndarray, allowed: np.ndarray):
-        """``min sum cost_j |phi_j|`` over aggregations with ``phi_anchor = 1`` and ``phi``
-        zero off ``allowed``: (value, multipliers ``mu`` or None, status); ``inf`` when
-        there is none."""
-        h = self._model()
-        na, nr = self.bt.shape
+    def _cheapest(self, kind: str, cost: np.ndarray, anchor: int, allowed: np.ndarray):
+        """``min sum_{j != anchor} cost_j |phi_j|`` over aggregations with ``phi_anchor = 1``
+        and ``phi`` zero off ``allowed``: (value, multipliers ``mu`` or None, status);
+        ``inf`` when there is none. By LP duality the value is how far the anchor can move
+        while every other atom moves at most its cost (module docstring)."""
+        h, c, lower_was, upper_was = self._model(kind, cost)
+        na = len(self.atoms)
         upper = np.where(allowed & ~self.unknown, np.inf, 0.0)
-        lower = np.zeros(na)
-        upper_m, lower_m = upper.copy(), lower.copy()
+        upper = np.concatenate([upper, upper])
+        lower = np.zeros(2 * na)
         lower[anchor] = upper[anchor] = 1.0
-        lower_m[anchor] = upper_m[anchor] = 0.0
-        c = np.where(np.isfinite(cost), cost, 0.0)
-        c[anchor] = 0.0
-        idx = np.arange(2 * na, dtype=np.int32)
-        h.changeColsBounds(2 * na, idx, np.concatenate([lower, lower_m]),
-                           np.concatenate([upper, upper_m]))
-        h.changeColsCost(2 * na, idx, np.concatenate([c, c]))
+        upper[na + anchor] = 0.0
+        changed = np.flatnonzero((lower != lower_was) | (upper != upper_was)).astype(np.int32)
+        if changed.size:
+            h.changeColsBounds(len(changed), changed, lower[changed], upper[changed])
+            lower_was[:], upper_was[:] = lower, upper
         remaining = self.w.deadline - time.perf_counter()
         if remaining <= 0:
             return np.nan, None, "time_limit"
@@ -610,7 +645,7 @@ class _Group:
             return np.nan, None, "time_limit" if status == _MS.kTimeLimit else \
                 h.modelStatusToString(status)
         x = np.asarray(h.getSolution().col_value)
-        return h.getInfo().objective_function_value, x[2 * na:], "optimal"
+        return h.getInfo().objective_function_value - c[anchor], x[2 * na:], "optimal"
 
     # -- magnitude rules -------------------------------------------------------------
 
@@ -619,27 +654,48 @@ class _Group:
         w = self.w
         form = w.forms[k]
         if not self._spanning():
-            omega = w.omega[k, self.pos]
+            omega = w.arrays.omega[k, self.pos]
+            plain = w.arrays.plain[k, self.pos]
             if (omega >= 0).all():
                 certified = True
                 tol = _TIE_RTOL * w.scale[k, self.pos]
                 everywhere = np.ones(len(self.atoms), bool)
                 for anchor in np.flatnonzero(near).tolist():
-                    rho, mu, status = self._cheapest(anchor, omega, everywhere)
+                    s_i = w.measure[k, self.pos[anchor]]
+                    h_i = w.arrays.alone[k, self.pos[anchor]]
+                    margin = -tol[anchor] if form.inclusive else tol[anchor]
+                    if s_i < margin:
+                        continue             # rho >= 0: nothing to prove
+                    # Attackers anywhere: each other atom costs omega_j.
+                    rho, mu, status = self._cheapest("omega", omega, anchor, everywhere)
                     if status != "optimal":
                         w.why.add(f"screen LP: {status}")
                         return "undecided", None, "screen"
-                    s_i = w.measure[k, self.pos[anchor]]
-                    margin = -tol[anchor] if form.inclusive else tol[anchor]
                     if s_i - rho < margin:
                         continue
-                    certified = False
-                    if mu is not None:
-                        witness = self._judge(mu, "screen")
-                        if witness is not None:
+                    if mu is not None and (witness := self._judge(mu, "screen")):
+                        return "sensitive", witness, "screen"
+                    # Split exactly: some attacker elsewhere (the anchor's own coefficient
+                    # is then at most S_i - b_m x^[m]), or all in the anchor's atom (no
+                    # other atom holds one: each costs -tau X_j).
+                    ok = h_i - rho < margin
+                    if ok:
+                        rho, mu, status = self._cheapest("plain", plain, anchor, everywhere)
+                        if status != "optimal":
+                            w.why.add(f"screen LP: {status}")
+                            return "undecided", None, "screen"
+                        ok = s_i - rho < margin
+                        if not ok and mu is not None and (
+                                witness := self._judge(mu, "screen")):
                             return "sensitive", witness, "screen"
+                    if not ok:
+                        certified = False
+                        w.failing.append((k, int(self.atoms[anchor])))
                 if certified:
                     return "safe", None, "screen"
+                if w.screen_only:
+                    w.why.add("the screen did not prove every sensitive cell")
+                    return "undecided", None, "screen"
         return self._mip(k, near)
 
     def _spanning(self) -> bool:
@@ -741,8 +797,14 @@ class _Group:
             add({ps: eq, zs: -sp.diags(big_m).tocsr()}, -np.inf, 0.0)  # psi <= M z
             add({zs: sp.csr_matrix(np.ones((1, n_q)))}, -np.inf, 1.0)  # one per slot
         add({o_z + s * n_q: eq for s in range(m_slots)}, -np.inf, 1.0)  # one slot each
-        tol = _TIE_RTOL * (1.0 - form.tau)
-        add({0: sp.csr_matrix(cost[None, :])}, -tol if form.inclusive else tol, np.inf)
+        # The floor S >= eps (1 - tau) T, relative to the aggregation's own magnitude: a
+        # strict rule's point must clear the exact rule's tie tolerance (100 times over),
+        # an inclusive rule's may fall short of 0 by less than it.
+        eps = -0.1 * _TIE_RTOL if form.inclusive else _MIP_FLOOR_RTOL
+        floor = cost.copy()
+        floor[o_lp:o_lp + n] -= eps * (1.0 - form.tau) * total
+        floor[o_ln:o_ln + n] -= eps * (1.0 - form.tau) * total
+        add({0: sp.csr_matrix(floor[None, :])}, 0.0, np.inf)
         a_all = sp.vstack(blocks, format="csc")
 
         lp = highspy.HighsLp()
@@ -796,10 +858,12 @@ class _Group:
         count = w.resp.count[self.pos]
         positive = small & (count > 0)
         zero = small & (count <= 0)
-        ones = np.ones(len(self.atoms))
+        # Weighted by respondents, the cheapest aggregation is the likeliest witness.
+        cost = np.where(positive, count, 0.0)
         budget = _MAX_SUPPORTS
+        undecided = False
         for anchor in np.flatnonzero(positive).tolist():
-            value, mu, status = self._cheapest(anchor, ones, small)
+            value, mu, status = self._cheapest("support", cost, anchor, small)
             if status != "optimal":
                 w.why.add(f"support LP: {status}")
                 return "undecided", None
@@ -808,22 +872,28 @@ class _Group:
             witness = self._judge(mu, "support")
             if witness is not None:
                 return "sensitive", witness
+            if w.screen_only:
+                w.failing.append((k, int(self.atoms[anchor])))
+                undecided = True
+                continue
             # Supports with fewer than n respondents: the anchor, any zero atoms and a few
-            # other small atoms.
+            # other small atoms (with distinct respondents, only as many as the count left).
             others = np.flatnonzero(positive)
             others = others[others != anchor]
-            for size in range(0, n_min):
+            if w.resp.distinct:
+                others = others[count[others] <= n_min - 1 - count[anchor]]
+            for size in range(1, n_min):
                 for combo in itertools.combinations(others.tolist(), size):
+                    chosen = np.array([anchor, *combo])
+                    if w.resp.distinct and count[chosen].sum() >= n_min:
+                        continue
                     budget -= 1
                     if budget < 0:
                         w.why.add(f"more than {_MAX_SUPPORTS} supports to enumerate")
                         return "undecided", None
-                    chosen = np.array([anchor, *combo])
-                    if w.resp.distinct and count[chosen].sum() >= n_min:
-                        continue
                     within = zero.copy()
                     within[chosen] = True
-                    value, mu, status = self._cheapest(anchor, ones, within)
+                    value, mu, status = self._cheapest("support", cost, anchor, within)
                     if status != "optimal":
                         w.why.add(f"support LP: {status}")
                         return "undecided", None
@@ -831,6 +901,16 @@ class _Group:
                         witness = self._judge(mu, "support")
                         if witness is not None:
                             return "sensitive", witness
+            # The anchor alone with zero atoms.
+            value, mu, status = self._cheapest("support", cost, anchor, zero | (
+                np.arange(len(zero)) == anchor))
+            if status == "optimal" and np.isfinite(value):
+                witness = self._judge(mu, "support")
+                if witness is not None:
+                    return "sensitive", witness
+        if undecided:
+            w.why.add("the support LPs did not prove every cell below the frequency threshold")
+            return "undecided", None
         return "safe", None
 
 
@@ -845,18 +925,17 @@ def _block_row(n_col: int, blocks: dict) -> sp.csr_matrix:
 
 
 class Requirements:
-    """What protecting a cell against aggregations asks of the other cells, for the
+    """What protecting an atom against aggregations asks of the other cells, for the
     suppression methods (:mod:`service.sdc.suppress`).
 
     The screen of :func:`check_aggregations` certifies a sensitive atom ``i`` under a slot
-    rule when no aggregation with ``phi_i = 1`` has ``sum_{j != i} omega_j |phi_j| <= S_i``;
-    by LP duality, when some deviation of the hidden cells (``A z = 0``, published cells
-    fixed) moves ``i`` by more than ``S_i`` while every other atom ``j`` moves at most
-    ``omega_j`` (margins move with their atoms). That is a protection requirement of the
-    usual shape, level ``S_i``, room ``omega_j`` both ways on atoms and none needed on
-    other cells, which the fast method meets with its cheapest-complement LP. Under a
-    frequency rule the requirement is that ``i`` moves while the atoms below the
-    threshold stay fixed (room 0).
+    rule when no aggregation with ``phi_i = 1`` has ``sum_{j != i} omega_j |phi_j|`` below
+    ``S_i - b_m x_i^[m]`` and none has ``sum_{j != i} (-tau X_j) |phi_j|`` below ``S_i``.
+    By LP duality each is a deviation of the hidden cells (``A z = 0``, published cells
+    fixed) that moves ``i`` beyond the level while every other atom ``j`` moves at most its
+    room (margins move with their atoms): protection requirements of the usual shape,
+    which the fast method meets with its cheapest-complement LP. Under a frequency rule the
+    requirement is that ``i`` moves while the atoms below the threshold stay fixed.
     """
 
     def __init__(self, relations, source: UnionSource):
@@ -867,35 +946,61 @@ class Requirements:
         self.rules = source.ruleset.effective_rules()
         forms = [slot_form(r) for r in self.rules]
         resp = _respondents(source, atoms)
-        measure, scale, omega = _rule_arrays(self.rules, forms, resp)
-        self.measure = np.full((len(self.rules), n), -np.inf)
-        self.room = np.full((len(self.rules), n), np.inf)   # cells that are not atoms
+        arrays = _rule_arrays(self.rules, forms, resp)
+        shape = (len(self.rules), n)
+        self.measure = np.full(shape, -np.inf)
+        self.alone = np.full(shape, -np.inf)
+        self.tie = np.ones(shape)
+        self.room_alone = np.full(shape, np.inf)     # cells that are not atoms: free
+        self.room_plain = np.full(shape, np.inf)
         for k, (rule, form) in enumerate(zip(self.rules, forms)):
             if form is None:
-                self.measure[k, atoms] = np.where(resp.count > 0, rule.n - resp.count, -np.inf)
-                self.room[k, atoms] = np.where(resp.count < rule.n - 1e-9, 0.0, np.inf)
+                count = resp.count
+                self.measure[k, atoms] = np.where(count > 0, rule.n - count, -np.inf)
+                self.room_alone[k, atoms] = np.where(count < rule.n - 1e-9, 0.0, np.inf)
+                self.tie[k, atoms] = 1e-9
             else:
-                self.measure[k, atoms] = measure[k]
-                self.room[k, atoms] = np.maximum(omega[k], 0.0)
+                self.measure[k, atoms] = arrays.measure[k]
+                self.alone[k, atoms] = arrays.alone[k]
+                self.room_alone[k, atoms] = np.maximum(arrays.omega[k], 0.0)
+                self.room_plain[k, atoms] = arrays.plain[k]
+                self.tie[k, atoms] = _TIE_RTOL * arrays.scale[k]
         # Atoms of unknown magnitudes are left out of judged aggregations: free here too.
         if source.known is not None:
-            self.room[:, ~np.asarray(source.known, bool)] = np.inf
+            unknown = ~np.asarray(source.known, bool)
+            self.room_alone[:, unknown] = self.room_plain[:, unknown] = np.inf
+            self.measure[:, unknown] = -np.inf
         self.frequency = np.array([f is None for f in forms])
-        self.scale = np.ones(n)
-        self.scale[atoms] = np.maximum(resp.total, 1.0)
+        self.values = np.asarray(source.cells.value, dtype=float)
 
-    def of(self, aggregation: Aggregation) -> tuple[int, float, np.ndarray]:
-        """``(cell, level, room)``: the atom the aggregation attacks (the largest own
-        measure under its rule) and what protecting it against the screen takes."""
+    def sensitive(self) -> list[tuple[int, int]]:
+        """``(rule, atom)`` of every atom the rule calls sensitive, largest measure first."""
+        k, i = np.nonzero(self.measure > self.tie)
+        order = np.argsort(-self.measure[k, i], kind="stable")
+        return list(zip(k[order].tolist(), i[order].tolist()))
+
+    def of(self, aggregation: Aggregation) -> list[tuple[int, float, np.ndarray]]:
+        """Requirements against ``aggregation``: those of the atom it attacks (the largest
+        own measure under its rule)."""
         k = aggregation.rule
         atoms = aggregation.atoms
-        anchor = int(atoms[np.argmax(self.measure[k, atoms])])
-        room = self.room[k].copy()
-        room[anchor] = np.inf
+        return self.at(k, int(atoms[np.argmax(self.measure[k, atoms])]))
+
+    def at(self, k: int, anchor: int) -> list[tuple[int, float, np.ndarray]]:
+        """``[(cell, level, room)]``: the deviations the screen needs for ``anchor`` under
+        rule ``k``, each strictly beyond its level."""
+        def beyond(level: float) -> float:
+            return level + max(1e-6 * abs(level), 1e3 * self.tie[k, anchor], 1e-9)
+
+        out = []
         if self.frequency[k]:
-            level = 1e-4 * max(1.0, abs(float(self.source.cells.value[anchor])))
-        else:
-            s = float(self.measure[k, anchor])
-            # Strictly beyond the measure, by more than the screen's tie tolerance.
-            level = s + max(1e-6 * abs(s), 1e-6 * self.scale[anchor])
-        return anchor, level, room
+            room = self.room_alone[k].copy()
+            room[anchor] = np.inf
+            return [(anchor, 1e-4 * max(1.0, abs(self.values[anchor])), room)]
+        for level, room in ((self.alone[k, anchor], self.room_alone[k]),
+                            (self.measure[k, anchor], self.room_plain[k])):
+            if level > -self.tie[k, anchor]:
+                room = room.copy()
+                room[anchor] = np.inf
+                out.append((anchor, beyond(level), room))
+        return out

@@ -426,8 +426,10 @@ def _finish(p, relations, y, status, message, lower_bound, iters, unions, method
                           p.upper_bounds, unions=unions, time_limit=remaining,
                           tolerance=tolerance)
     if not audit.safe:
+        # Never a pattern that did not pass: the audit of the rejected one says why.
         status = "no_safe_pattern"
         message = "the pattern found did not pass the audit: " + "; ".join(audit.reasons)
+        y = np.zeros(n, bool)
     return SuppressionResult(y, y & ~p.sensitive, method, status, float(p.cost @ y),
                              lower_bound, audit, message, time.perf_counter() - start, iters)
 
@@ -673,36 +675,42 @@ def _root_cuts(h: highspy.Highs, p: _Problem, att: _Attacker, n: int,
     return rounds
 
 
-def _check(p: _Problem, relations, y: np.ndarray, unions):
+def _check(p: _Problem, relations, y: np.ndarray, unions, screen_only: bool = False):
     """The aggregation check of pattern ``y`` (cells derived through the a-priori bounds
     are left to the final audit), or ``None`` without contributions or a union rule."""
     if unions is None:
         return None
-    return check_aggregations(relations, p.values, y, unions, deadline=p.deadline)
+    return check_aggregations(relations, p.values, y, unions, deadline=p.deadline,
+                              screen_only=screen_only)
 
 
 def _protect_aggregations(p: _Problem, relations, y: np.ndarray, unions,
                           cheapest: _Cheapest, max_rounds: int = 200):
-    """Suppress until no aggregation is sensitive (fast method): each sensitive aggregation
-    becomes the requirement of :class:`service.sdc.aggregations.Requirements` on the cell
-    it attacks, met by the cheapest complements. Returns (pattern or None, why)."""
+    """Suppress until no aggregation is sensitive (fast method; the incumbent of exact).
+
+    The check runs with the screen only; every sensitive atom it cannot prove, and the
+    atom each sensitive aggregation found attacks, gets the deviations the screen needs
+    (:class:`service.sdc.aggregations.Requirements`), each met by the cheapest complements
+    as in :func:`_fast`, until the screen proves every group. A group it cannot handle (a
+    holding spanning cells) is left to the full check of the final audit. Returns
+    (pattern or None, why)."""
     if unions is None:
         return y, ""
     needs = Requirements(relations, unions)
     room_cap = np.maximum(p.room_up, p.room_down)
+    y = y.copy()
     for _ in range(max_rounds):
-        check = _check(p, relations, y, unions)
-        if check.status != "sensitive":
+        check = _check(p, relations, y, unions, screen_only=True)
+        todo = [r for found in check.found for r in needs.of(found)]
+        todo += [r for k, atom in dict.fromkeys(check.failing) for r in needs.at(k, atom)]
+        if not todo:
             return y, ""
-        y = y.copy()
-        for found in check.found:
-            anchor, level, room = needs.of(found)
+        for anchor, level, room in todo:
             room = np.minimum(room, room_cap)
             used, outcome = cheapest.support(anchor, 1.0, level, y, room, room)
             if outcome == "infeasible":
-                return None, (f"an aggregation of suppressed cells including cell {anchor} "
-                              "is sensitive and the cells allowed as complements cannot "
-                              "protect it")
+                return None, (f"cell {anchor} cannot be protected against aggregations of "
+                              "suppressed cells with the cells allowed as complements")
             if outcome != "optimal":
                 return None, ("time limit reached protecting aggregations of suppressed "
                               "cells" if outcome == "time_limit" else
