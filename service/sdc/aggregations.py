@@ -405,6 +405,23 @@ class _RuleArrays:
     omega: np.ndarray
 
 
+def _implied_frequency(rules) -> set[int]:
+    """The minimum-frequency rules another rule of the set implies on aggregations: one
+    with fewer than ``c + 2`` respondents has nothing left to hide its largest under the
+    p%- or (p,q)-rule with coalition ``c`` (``S = X^[1] > 0``), and one with at most ``n``
+    is wholly its top ``n`` under an (n,k) rule; so a frequency rule with a threshold
+    that small needs no search of its own (unless some respondents contribute 0: then
+    ``X^[1]`` may be 0)."""
+    reach = 0
+    for r in rules:
+        if isinstance(r, (rules_mod.PPercent, rules_mod.PriorPosterior)):
+            reach = max(reach, r.c + 2)
+        elif isinstance(r, rules_mod.Dominance):
+            reach = max(reach, r.n + 1)
+    return {k for k, r in enumerate(rules)
+            if isinstance(r, rules_mod.MinimumFrequency) and r.n <= reach}
+
+
 def _rule_arrays(rules, forms, resp: _Respondents) -> _RuleArrays:
     depth = max([1] + [len(f.b) for f in forms if f is not None])
     top = resp.top(depth)
@@ -436,6 +453,7 @@ class _Work:
         self.cells = np.flatnonzero(hidden)
         self.rules = source.ruleset.effective_rules()
         self.forms = [slot_form(r) for r in self.rules]
+        self.implied = _implied_frequency(self.rules)
         n = len(values)
         atoms = np.flatnonzero(np.diff(g.tocsc().indptr) > 0)
         resp = _respondents(source, atoms)
@@ -507,7 +525,10 @@ class _Group:
         w = self.w
         known = ~self.unknown
         relevant = []
+        silent = (w.resp.count[self.pos] > 0) & (w.resp.total[self.pos] <= 0)
         for k, f in enumerate(w.forms):
+            if f is None and k in w.implied and not silent.any():
+                continue
             if f is None:
                 mask = (w.resp.count[self.pos] < w.rules[k].n - 1e-9) & known
             else:

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import scipy.sparse as sp
@@ -178,9 +179,7 @@ def judge(lam: sp.csr_matrix, values, source: UnionSource) -> Verdict:
                             shape=weight.shape)
     checked = (pattern @ known.astype(float)) == member_count
     contributions = source.contributions
-    raw = np.zeros(n_cells, bool)
-    if contributions is not None:
-        raw[np.unique(contributions.cell)] = True
+    raw = source.raw_cells
     from_raw = checked & ((pattern @ raw.astype(float)) == member_count)
     from_summary = checked & ~from_raw
     ruleset = source.ruleset
@@ -190,8 +189,7 @@ def judge(lam: sp.csr_matrix, values, source: UnionSource) -> Verdict:
     n_rules = len(ruleset.rules)
     fired = np.zeros((n_rules, n_agg), bool)
     sensitivity = np.full((n_rules, n_agg), np.nan)
-    for mask, build in ((from_raw, lambda w: _union_of_contributions(w, contributions,
-                                                                      ruleset)),
+    for mask, build in ((from_raw, lambda w: _union_of_contributions(w, source)),
                         (from_summary, lambda w: _union_of_magnitudes(w, source.cells))):
         if mask.any():
             result = primary.assess(build(weight[mask]), rules)
@@ -210,14 +208,11 @@ def _expand(weight: sp.csr_matrix, starts: np.ndarray, sizes: np.ndarray):
     return coo.row[nz], coo.data[nz], starts[coo.col][nz] + offset
 
 
-def _union_of_contributions(weight: sp.csr_matrix, c: Contributions,
-                            ruleset: primary.RuleSet) -> Magnitudes:
+def _union_of_contributions(weight: sp.csr_matrix, source: UnionSource) -> Magnitudes:
     """Magnitudes of each aggregation from the member cells' raw contributions, as
     contributions ``|lambda_i| x_i^r`` to one pseudo-cell (seed 002 section 5)."""
-    order = np.argsort(c.cell, kind="stable")
-    n_cells = weight.shape[1]
-    sizes = np.bincount(c.cell, minlength=n_cells)
-    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    c, ruleset = source.contributions, source.ruleset
+    order, sizes, starts = source.by_cell
     agg, w, item = _expand(weight, starts, sizes)
     src = order[item]
     pick = lambda a: None if a is None else np.asarray(a)[src]  # noqa: E731
@@ -263,6 +258,22 @@ class UnionSource:
     ruleset: primary.RuleSet
     known: np.ndarray | None = None
     contributions: Contributions | None = None
+
+    @cached_property
+    def raw_cells(self) -> np.ndarray:
+        """Which cells have raw contributions."""
+        raw = np.zeros(self.cells.n_cells, bool)
+        if self.contributions is not None:
+            raw[self.contributions.cell] = True
+        return raw
+
+    @cached_property
+    def by_cell(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The contributions sorted by cell: (order, count per cell, first per cell)."""
+        cell = self.contributions.cell
+        order = np.argsort(cell, kind="stable")
+        sizes = np.bincount(cell, minlength=self.cells.n_cells)
+        return order, sizes, np.concatenate(([0], np.cumsum(sizes)[:-1]))
 
     def check(self, relations, values, suppressed, sensitive) -> UnionCheck:
         return check_unions(relations, values, suppressed, sensitive, self.cells, self.ruleset,
