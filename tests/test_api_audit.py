@@ -265,3 +265,53 @@ def test_filter_role_gets_the_verdict_only(make_client, key_file):
     assert by_key(r.json())["A,I"] == {"key": ["A", "I"], "suppressed": True,
                                        "sensitive": True, "protected": True}
     assert "interval" not in r.text and "protection" not in r.text
+
+
+def _grid_body(rows, cols, leaves: dict, suppressed, **extra):
+    cells = [{"key": [r, c], **leaves[(r, c)], "suppressed": (r, c) in suppressed}
+             for r in rows for c in cols]
+    cells += [{"key": [r, "T"], "suppressed": (r, "T") in suppressed} for r in rows
+              if (r, "T") in suppressed]
+    return {"structure": {"dimensions": [
+        {"name": "row", "leaves": rows, "total": "T"},
+        {"name": "col", "leaves": cols, "total": "T"}]}, "cells": cells, **extra}
+
+
+def test_derived_cell_and_aggregation_over_http(client):
+    """Issue 13's first shape: A,II is fixed by its column, so row A publishes A,I + A,III
+    = 250; the reply marks A,II derived and names the aggregation."""
+    contributions = {("A", "I"): [100], ("A", "II"): [120, 50, 30], ("A", "III"): [150],
+                     ("B", "I"): [100, 90, 60], ("B", "II"): [50, 50, 50],
+                     ("B", "III"): [100, 100, 100], ("C", "I"): [200, 200, 200],
+                     ("C", "II"): [150, 150, 150], ("C", "III"): [200, 150, 150]}
+    leaves = {k: {"contributions": [{"value": v} for v in vs]}
+              for k, vs in contributions.items()}
+    body = _grid_body(["A", "B", "C"], ["I", "II", "III"], leaves,
+                      {("A", "I"), ("A", "II"), ("A", "III"), ("B", "I"), ("B", "III")},
+                      rules={"rules": [{"type": "p_percent", "p": 20}]})
+    reply = client.post("/v1/audit", json=body).json()
+    assert reply["verdict"] == "unsafe" and reply["unions_checked"] is True
+    agg = reply["aggregations"]
+    assert agg["status"] == "sensitive" and agg["derived"] == [["A", "II"]]
+    assert sorted(agg["worst"]["cells"]) == [["A", "I"], ["A", "III"]]
+    assert agg["worst"]["value"] == 250 and agg["worst"]["rule"] == "p_percent(p=20,c=1)"
+    assert by_key(reply)["A,II"]["derived"] is True
+    assert by_key(reply)["A,I"]["derived"] is False
+
+
+def test_count_table_difference_is_an_aggregation(client):
+    """A count table, threshold 3: with the four inner cells suppressed, row A minus
+    column II publishes A,I - B,II, two respondents."""
+    counts = {("A", "I"): 1, ("A", "II"): 7, ("B", "I"): 9, ("B", "II"): 1}
+    leaves = {k: {"value": v} for k, v in counts.items()}
+    rect = set(counts)
+    body = _grid_body(["A", "B"], ["I", "II"], leaves, rect, counts={"threshold": 3})
+    reply = client.post("/v1/audit", json=body).json()
+    assert reply["verdict"] == "unsafe"
+    assert sorted(reply["aggregations"]["worst"]["cells"]) == [["A", "I"], ["B", "II"]]
+    assert sorted(reply["aggregations"]["worst"]["coefficients"]) == [-1.0, 1.0]
+    # With 3 respondents in B,II the difference has 4: safe.
+    leaves[("B", "II")] = {"value": 3}
+    reply = client.post("/v1/audit", json=_grid_body(["A", "B"], ["I", "II"], leaves, rect,
+                                                     counts={"threshold": 3})).json()
+    assert reply["aggregations"]["status"] == "safe", reply
