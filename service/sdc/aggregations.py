@@ -488,27 +488,48 @@ class _Work:
             graph.resize((n_s + n_r + n_a, n_s + n_r + n_a))
         n_lab, labels = connected_components(graph, directed=False)
         cell_label, row_label = labels[:n_s], labels[n_s:n_s + n_r]
+        # Groups without an atom any rule could call sensitive are safe (seed 002
+        # Theorem 2): skip them before building anything.
+        atom_label = labels[n_s + n_r:]
+        wanted = np.zeros(n_lab, bool)
+        wanted[atom_label[self._relevant[self.atom_pos[shared_atoms]]]] = True
         cell_order = np.argsort(cell_label, kind="stable")
         row_order = np.argsort(row_label, kind="stable")
         cb = np.searchsorted(cell_label[cell_order], np.arange(n_lab + 1))
         rb = np.searchsorted(row_label[row_order], np.arange(n_lab + 1))
-        for lab in range(n_lab):
-            rows = active[row_order[rb[lab]:rb[lab + 1]]]
-            members = cell_order[cb[lab]:cb[lab + 1]]
-            if rows.size and members.size:   # a hidden cell in no relation publishes nothing
-                yield _Group(self, members, rows)
+        # One permutation makes every group's relations and cells contiguous.
+        blocks = b[row_order][:, cell_order].tocsr()
+        g_sorted = self.g_s[cell_order].tocsr()
+        for lab in np.flatnonzero(wanted).tolist():
+            r0, r1, c0, c1 = rb[lab], rb[lab + 1], cb[lab], cb[lab + 1]
+            if r1 > r0 and c1 > c0:   # a hidden cell in no relation publishes nothing
+                yield _Group(self, cell_order[c0:c1], active[row_order[r0:r1]],
+                             blocks[r0:r1, c0:c1], g_sorted[c0:c1])
+
+    @property
+    def _relevant(self) -> np.ndarray:
+        """Atoms some rule could call sensitive (the groups worth deciding)."""
+        mask = np.zeros(len(self.atoms), bool)
+        for k, f in enumerate(self.forms):
+            if f is None:
+                if k not in self.implied or ((self.resp.count > 0)
+                                             & (self.resp.total <= 0)).any():
+                    mask |= self.resp.count < self.rules[k].n - 1e-9
+            else:
+                mask |= self.measure[k] >= -_NEAR_SENSITIVE * self.scale[k]
+        return mask & self.known
 
 
 class _Group:
     """One group: its relations ``mu``, cells ``lambda = sub^T mu`` and atoms
     ``phi = Gm^T lambda``, and the LP over them."""
 
-    def __init__(self, work: _Work, members: np.ndarray, rows: np.ndarray):
+    def __init__(self, work: _Work, members: np.ndarray, rows: np.ndarray,
+                 sub: sp.csr_matrix, gm: sp.csr_matrix):
         self.w = work
         self.members = members
         self.rows = rows
-        self.sub = work.a_s[rows][:, members].tocsr()
-        gm = work.g_s[members]
+        self.sub = sub
         self.atoms = np.flatnonzero(np.diff(gm.tocsc().indptr) > 0)   # cell ids
         self.gm = gm[:, self.atoms].tocsr()
         self.bt = (self.gm.T @ self.sub.T).tocsr()          # phi = bt @ mu
@@ -538,9 +559,6 @@ class _Group:
                 relevant.append((k, mask))
         if not relevant:
             return None
-        witness = self.explicit()
-        if witness is not None:
-            return "sensitive", witness, "relation"
         statuses, how = [], "screen"
         for k, mask in relevant:
             if time.perf_counter() > w.deadline:
@@ -674,6 +692,22 @@ class _Group:
         """Screen, witnesses, then the MIP, for slot-form rule ``k``."""
         w = self.w
         form = w.forms[k]
+        found = self._magnitude_screen(k, near)
+        if found is not None:
+            return found
+        # The screen left the group open: the explicit aggregations (one relation each,
+        # the likeliest culprits), then the MIP.
+        if (witness := self.explicit()) is not None:
+            return "sensitive", witness, "relation"
+        if w.screen_only:
+            w.why.add("the screen did not prove every sensitive cell")
+            return "undecided", None, "screen"
+        return self._mip(k, near)
+
+    def _magnitude_screen(self, k: int, near: np.ndarray):
+        """The screen (module docstring): a verdict, or None when it cannot decide."""
+        w = self.w
+        form = w.forms[k]
         if not self._spanning():
             omega = w.arrays.omega[k, self.pos]
             plain = w.arrays.plain[k, self.pos]
@@ -714,10 +748,7 @@ class _Group:
                         w.failing.append((k, int(self.atoms[anchor])))
                 if certified:
                     return "safe", None, "screen"
-                if w.screen_only:
-                    w.why.add("the screen did not prove every sensitive cell")
-                    return "undecided", None, "screen"
-        return self._mip(k, near)
+        return None
 
     def _spanning(self) -> bool:
         """Whether a respondent contributes to two atoms of the group."""
