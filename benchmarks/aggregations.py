@@ -59,10 +59,11 @@ def audit_three_ways(inst, y):
     _, t_unions = timed(lambda: inst.unions.check(g.table, g.values, y, inst.sensitive))
     full, t_full = timed(lambda: audit_pattern(g.table, g.values, y, inst.sensitive, inst.upl,
                                                inst.lpl, unions=inst.unions, time_limit=600))
+    agg = full.aggregations
     return dict(intervals_s=t_iv, before_s=t_iv + t_unions, full_s=t_full,
-                verdict=full.verdict, aggregations=full.aggregations.status,
-                groups=full.aggregations.groups, screened=full.aggregations.screened,
-                mips=full.aggregations.mip_solves, derived=len(full.aggregations.derived),
+                verdict=full.verdict, aggregations=agg.status if agg else "-",
+                groups=agg.groups if agg else 0, screened=agg.screened if agg else 0,
+                mips=agg.mip_solves if agg else 0, derived=len(full.derived),
                 reasons="; ".join(full.reasons))
 
 

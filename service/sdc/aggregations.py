@@ -29,18 +29,24 @@ What this module decides, per connected group of suppressed cells and per rule:
   Hence (Theorem 2) only groups with a sensitive cell matter, and an attacked respondent
   sits in a sensitive cell.
 
-  1. *Screen* (exact when it certifies): for a sensitive cell ``i`` as the attacked one,
-     ``S(lambda) <= S_i |lambda_i| - sum_{j != i} omega_j |lambda_j|`` with
-     ``omega_j = -tau X_j - sum_{s >= 2} b_s x_j^[s-1]`` (every other cell may host the
-     attackers). With ``lambda_i = 1`` the minimum of the right-hand side over the
-     aggregations is ``S_i - rho_i``, where by LP duality ``rho_i = max z_i`` over the
-     deviations ``A z = 0`` with ``|z_j| <= omega_j``: the same LP as the interval audit,
-     with each other cell's room ``omega_j`` (for the p%-rule ``100/p (X_j - x_j^[1] - ..
-     - x_j^[c])``: what its contributors other than a coalition hide). ``S_i < rho_i`` for
-     every sensitive cell proves the group safe. It applies when no respondent spans two
-     cells of the group.
-  2. *Witnesses*: the LP's row prices give the aggregation ``lambda = A^T y`` that attains
-     ``rho_i``; it and the explicit aggregations (single relations) are judged exactly by
+  Aggregations are judged on their *atoms* (:func:`atom_map`): the leaves a margin adds up
+  to, so ``phi = G^T lambda``; "cell" below means atom.
+
+  1. *Screen* (exact when it certifies), for each sensitive atom ``i`` as the attacked
+     one and ``phi_i = 1``. If attackers may sit anywhere, every other atom ``j`` has
+     ``d_j <= -omega_j`` with ``omega_j = -tau X_j - sum_{s >= 2} b_s x_j^[s-1]`` (for the
+     p%-rule ``100/p (X_j - x_j^[1] - .. - x_j^[c])``: what its contributors other than a
+     coalition hide), so ``S <= S_i - rho_i`` with ``rho_i = min sum_{j != i} omega_j
+     |phi_j|`` over the aggregations: an LP, whose dual is "how far can ``i`` move while
+     the published cells stay and every other atom moves at most ``omega_j``", the
+     interval audit's LP with other rooms. ``S_i < rho_i`` proves ``i``. Otherwise the two
+     cases are split exactly: some attacker sits elsewhere (then ``d_i <= S_i - b_m
+     x_i^[m]``, and ``rho_i`` as before), or all sit in ``i``'s atom (then every other atom
+     has ``d_j = tau X_j``: the LP with costs ``-tau X_j``). Both proven proves ``i``; all
+     sensitive atoms proven proves the group. It applies when no respondent spans two
+     atoms of the group; the LP's multipliers ``mu`` are kept as a witness.
+  2. *Witnesses*: the aggregation ``mu^T A`` of the screen's LP and the explicit
+     aggregations (single relations) are judged exactly by
      :func:`service.sdc.unions.judge` (pooled holdings, waivers, requests, the rule as
      implemented); a sensitive one settles the group.
   3. *Mixed-integer program* (seed 002 section 6, (6.6)-(6.18), generalised from the
@@ -61,10 +67,12 @@ What this module decides, per connected group of suppressed cells and per rule:
 * **Frequency rules** (minimum frequency, the threshold rule of count tables) depend on
   the support of ``lambda`` only: an aggregation has at least as many respondents as each
   of its cells, so a sensitive one lies within the cells below the threshold ``Z``.
-  Whether an aggregation supported in ``U`` with ``lambda_i != 0`` exists is the LP
-  question "can cell ``i`` move while the other cells of ``U`` stay fixed" (``e_i`` is not
-  in the projection of the kernel on ``U``); the supports with fewer respondents than the
-  threshold are enumerated (there are few: each adds at least one respondent).
+  Whether an aggregation supported in ``U`` with ``phi_i = 1`` exists is an LP (dually:
+  "can atom ``i`` move while the other atoms of ``U`` stay fixed"); the supports with
+  fewer respondents than the threshold are enumerated (few: each positive atom adds at
+  least one respondent), within a budget beyond which the group is undecided. A
+  frequency rule that the set's p%-, (p,q)- or (n,k)-rule implies on aggregations needs
+  no search (:func:`_implied_frequency`).
 
 Relations that hold within a tolerance are read as exact here: the intruder then knows
 more, never less, so the check stays on the safe side.
