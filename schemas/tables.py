@@ -307,12 +307,23 @@ class SuppressSolver(BaseModel):
     gap: float | None = Field(None, description="relative gap to the lower bound (exact)")
     seconds: float
     iterations: int
-    time_limit: float
+    time_limit: float = Field(description="the request's whole wall time: the reply comes "
+                              "within it, plus at most 0.5 s or 5% of it, whichever is less")
+    verdict: Literal["safe", "unsafe", "uncertified", "infeasible"] | None = Field(
+        None, description="the final audit's verdict on the pattern found, also when it is "
+        "not returned ('uncertified': it could not be certified in time); null when no "
+        "pattern was reached")
+    unprotected: list[CellKey] = Field(
+        default_factory=list, description="with no pattern returned: the sensitive cells "
+        "the pattern reached leaves unprotected or not proven protected (under status "
+        "'time_limit' because the time ran out, not because the table has no safe pattern)")
 
 
 class SuppressReply(BaseModel):
     safe: bool = Field(description="a pattern was found and passed the audit; false: no "
-                       "pattern is returned and 'solver.message' says why")
+                       "pattern is returned and 'solver.message' says why (status "
+                       "'no_safe_pattern': none within the constraints; 'time_limit': none "
+                       "found and certified in time, 'solver.unprotected' lists the cells)")
     cells: list[CellStatus] = Field(description="every cell of the table")
     loss: Loss | None = None
     solver: SuppressSolver

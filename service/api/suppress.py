@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 from fastapi import APIRouter, Depends, Request
 
@@ -30,21 +32,31 @@ async def suppress_route(request: Request, caller: Caller = Depends(current_call
     then secondary suppression by the chosen method and cost (see
     :mod:`service.sdc.suppress`), then the audit of the pattern (intervals and implicitly
     published unions). A pattern is returned only if it passed the audit; otherwise
-    ``safe`` is false and ``solver.message`` says why. Under ``negative_values.mode =
-    "shift"`` the table is protected in the transformed values (seed 004 section 2.2).
+    ``safe`` is false and ``solver.message`` says why (status ``time_limit``: the time ran
+    out, and ``solver.unprotected`` names the sensitive cells left unprotected).
+    ``time_limit`` is the request's whole wall time: the suppression gets it less the
+    time already spent and ``min(REPLY_SECONDS, REPLY_SHARE * time_limit)`` for the reply.
+    Under ``negative_values.mode = "shift"`` the table is protected in the transformed
+    values (seed 004 section 2.2).
     The filter role receives the cells' statuses and the loss; the audit and the solver's
     message (which can name protection levels) go to analysts only.
     """
+    started = time.perf_counter()    # the time limit is the request's whole wall time
     body = await validated(request, SuppressRequest)
     spec, disclose, time_limit = tables.admit(body, request)
-    reply = await compute(_suppress, body, spec, disclose, time_limit, size=len(body.cells))
+    reply = await compute(_suppress, body, spec, disclose, time_limit, started,
+                          size=len(body.cells))
     solver = reply["solver"]
     request.app.state.metrics.observe_solve(f"suppress_{solver['method']}",
                                             _OUTCOME[solver["status"]], solver["seconds"])
     if not caller.sees_diagnostics:
         reply["audit"] = None
-        solver["message"] = "a safe pattern was found" if reply["safe"] else \
-            "no safe pattern exists within the constraints"
+        solver["message"] = (
+            "a safe pattern was found" if reply["safe"] else
+            "the time limit was reached before a safe pattern was found and certified; "
+            "'unprotected' lists the sensitive cells left unprotected"
+            if solver["status"] == "time_limit" else
+            "no safe pattern exists within the constraints")
     return JSONBytes(reply)
 
 
@@ -53,7 +65,13 @@ _OUTCOME = {"optimal": "optimal", "feasible": "optimal", "time_limit": "time_lim
             "no_safe_pattern": "infeasible"}
 
 
-def _suppress(body: SuppressRequest, spec, disclose: bool, time_limit: float) -> dict:
+#: What building the reply may take beyond the suppression: the suppression gets the time
+#: limit less the time already spent on the request and this reserve.
+REPLY_SECONDS, REPLY_SHARE = 0.5, 0.05
+
+
+def _suppress(body: SuppressRequest, spec, disclose: bool, time_limit: float,
+              started: float) -> dict:
     inputs = tables.table_inputs(body.structure, body.cells, spec,
                                  labels_with_parameters=body.rules is not None,
                                  counts=body.counts)
@@ -76,10 +94,13 @@ def _suppress(body: SuppressRequest, spec, disclose: bool, time_limit: float) ->
         raise InputError("a sensitive cell cannot be forbidden to suppress",
                          field="constraint", cell=int(inputs.request_of_cell[conflict[0]]))
     cost = cell_costs(body.cost, inputs.values, inputs.n_contributors, weights)
+    left = time_limit - (time.perf_counter() - started) \
+        - min(REPLY_SECONDS, REPLY_SHARE * time_limit)
     result = suppress(inputs.space, inputs.values, inputs.sensitive, inputs.upper_protection,
                       inputs.lower_protection, cost=cost, forbidden=forbidden, forced=forced,
                       lower_bounds=inputs.lower_bounds, upper_bounds=inputs.upper_bounds,
-                      unions=inputs.unions, method=body.method, time_limit=time_limit,
+                      unions=inputs.unions, method=body.method,
+                      time_limit=max(left, 1e-3),
                       tolerance=body.structure.tolerance)
     return _reply(inputs, result, time_limit, disclose)
 
@@ -89,12 +110,14 @@ def _reply(inputs: tables.TableInputs, r: SuppressionResult, time_limit: float,
     safe = r.safe and r.status != "no_safe_pattern"
     status = np.where(inputs.sensitive, "primary",
                       np.where(r.secondary if safe else False, "secondary", "published"))
-    cells = [{"key": list(k), "status": s}
-             for k, s in zip(inputs.space.keys.tolist(), status.tolist())]
+    keys = inputs.space.keys.tolist()
+    cells = [{"key": list(k), "status": s} for k, s in zip(keys, status.tolist())]
     solver = {"method": r.method, "status": r.status, "message": r.message,
               "lower_bound": None if np.isnan(r.lower_bound) else r.lower_bound,
               "gap": None if np.isnan(r.gap) else r.gap, "seconds": round(r.seconds, 6),
-              "iterations": r.iterations, "time_limit": time_limit}
+              "iterations": r.iterations, "time_limit": time_limit,
+              "verdict": None if r.audit is None else r.audit.verdict,
+              "unprotected": [list(keys[j]) for j in r.unprotected.tolist()]}
     if not safe:
         return {"safe": False, "cells": cells, "loss": None, "solver": solver, "audit": None}
     total = float(np.abs(inputs.values).sum())

@@ -692,7 +692,19 @@ class _Group:
             return np.nan, None, "time_limit" if status == _MS.kTimeLimit else \
                 h.modelStatusToString(status)
         x = np.asarray(h.getSolution().col_value)
+        self.deviation = np.asarray(h.getSolution().row_dual)
         return h.getInfo().objective_function_value - c[anchor], x[2 * na:], "optimal"
+
+    def proven_by_last(self, anchor: int, cost: np.ndarray) -> np.ndarray:
+        """``|z|`` of the last LP's deviation ``z`` (its row prices: ``bt^T z = 0``,
+        ``|z_j| <= cost_j`` off the anchor), scaled until the anchor's move is within its
+        own cost too: a lower bound on every other atom's ``rho`` (LP duality), so one
+        solve can prove many atoms."""
+        # (1 - 1e-6): the prices are dual feasible to HiGHS's tolerance, not exactly.
+        z = np.abs(self.deviation) * (1.0 - 1e-6)
+        if z[anchor] > cost[anchor]:
+            z = z * (cost[anchor] / z[anchor]) if z[anchor] > 0 else z * 0.0
+        return z
 
     # -- magnitude rules -------------------------------------------------------------
 
@@ -723,17 +735,22 @@ class _Group:
                 certified = True
                 tol = _TIE_RTOL * w.scale[k, self.pos]
                 everywhere = np.ones(len(self.atoms), bool)
+                measure = w.measure[k, self.pos]
+                margins = np.where(form.inclusive, -tol, tol)
+                proven = measure < margins            # rho >= 0: nothing to prove
                 for anchor in np.flatnonzero(near).tolist():
-                    s_i = w.measure[k, self.pos[anchor]]
+                    if proven[anchor]:
+                        continue
+                    s_i = measure[anchor]
                     h_i = w.arrays.alone[k, self.pos[anchor]]
-                    margin = -tol[anchor] if form.inclusive else tol[anchor]
-                    if s_i < margin:
-                        continue             # rho >= 0: nothing to prove
+                    margin = margins[anchor]
                     # Attackers anywhere: each other atom costs omega_j.
                     rho, mu, status = self._cheapest("omega", omega, anchor, everywhere)
                     if status != "optimal":
                         w.why.add(f"screen LP: {status}")
                         return "undecided", None, "screen"
+                    if np.isfinite(rho):
+                        proven |= measure - self.proven_by_last(anchor, omega) < margins
                     if s_i - rho < margin:
                         continue
                     if mu is not None and (witness := self._judge(mu, "screen")):

@@ -126,9 +126,12 @@ class SuppressionResult:
     method : {"fast", "exact"}
     status : {"optimal", "feasible", "time_limit", "no_safe_pattern"}
         ``optimal``: exact and proven; ``feasible``: the fast method's safe pattern;
-        ``time_limit``: exact stopped early, the best safe pattern is returned with ``gap``;
-        ``no_safe_pattern``: none exists within the caller's constraints (``message``
-        says why) or none could be found and certified in time.
+        ``time_limit``: the time ran out. With a pattern (``safe``), exact stopped early
+        and returns its best audited pattern with ``gap``; without one (``suppressed`` all
+        False), no safe pattern was reached or certified in time and ``unprotected`` lists
+        the sensitive cells left unprotected (``message`` says why): the table may well
+        have a safe pattern. ``no_safe_pattern``: none exists within the caller's
+        constraints, or the pattern found failed the audit (``message`` says why).
     objective : float
         Cost of the pattern's suppressions (all suppressed cells).
     lower_bound : float
@@ -139,6 +142,9 @@ class SuppressionResult:
     seconds : float
     iterations : int
         Master solves (exact) or protection LPs (fast).
+    unprotected : numpy.ndarray of int
+        With no pattern returned: the sensitive cells not protected (or not proven
+        protected in time) by the pattern the search had reached, sorted; empty otherwise.
     """
 
     suppressed: np.ndarray
@@ -151,6 +157,11 @@ class SuppressionResult:
     message: str
     seconds: float
     iterations: int
+    unprotected: np.ndarray | None = None
+
+    def __post_init__(self):
+        cells = () if self.unprotected is None else self.unprotected
+        object.__setattr__(self, "unprotected", np.unique(np.asarray(cells, np.int64)))
 
     @property
     def gap(self) -> float:
@@ -385,53 +396,156 @@ def suppress(relations, values, sensitive, upper_protection, lower_protection, *
                          field="method")
     if not time_limit > 0:
         raise InputError("time_limit must be > 0 seconds", field="time_limit")
-    # The audit at the end gets a share of the time of its own.
-    deadline = start + 0.8 * time_limit
+    # ``time_limit`` is the whole call: it ends at ``end``. The final audit (every interval
+    # and every aggregation; it can take longer than finding the pattern) keeps a quarter
+    # of it: the search stops at ``p.deadline``, and the audit gets all that is left.
+    audit_share = 0.25
+    end = start + time_limit
+    deadline = start + (1.0 - audit_share) * time_limit
     p = _prepare(relations, values, sensitive, upper_protection, lower_protection, cost,
                  forbidden, forced, lower_bounds, upper_bounds, deadline)
     att = _Attacker(p)
     cheapest = _Cheapest(p)
     y, status, message, iters, witness = _fast(p, att, cheapest)
     lower_bound = np.nan
-    if y is not None:
-        # The clean-up re-solves attacks per candidate and can cost far more than finding
-        # the pattern: it gets a quarter of the protection phase's time plus 2 s, most
-        # expensive cells first, so the largest savings come early (100 x 100 hierarchical
-        # table, 1,036 primaries: 20 s protection; a clean-up as long again saved 0.6% more
-        # of the cost). Under "exact" it only seeds the MIP.
-        spent = time.perf_counter() - start
-        share = 0.3 if method == "exact" else 0.8
-        until = min(p.deadline, start + share * time_limit, start + 1.25 * spent + 2.0)
-        y = _remove_superfluous(p, att, y, witness, until)
-    if y is not None:
-        # The exact method's incumbent must be safe in every respect (see _exact).
-        y, why = _protect_aggregations(p, relations, y, unions, cheapest)
-        if y is None:
-            status, message = "no_safe_pattern", why
-    if y is not None and method == "exact":
-        y, status, message, lower_bound, iters = _exact(p, att, y, relations, unions)
-    return _finish(p, relations, y, status, message, lower_bound, iters, unions, method,
-                   start, time_limit, tolerance)
 
+    def done(y, status, message, **how) -> SuppressionResult:
+        return _finish(p, att, relations, y, status, message, lower_bound, iters, unions,
+                       method, start, end, tolerance, **how)
 
-def _finish(p, relations, y, status, message, lower_bound, iters, unions, method, start,
-            time_limit, tolerance) -> SuppressionResult:
-    n = len(p.values)
     if y is None:
-        none = np.zeros(n, bool)
-        return SuppressionResult(none, none, method, "no_safe_pattern", 0.0, lower_bound, None,
-                                 message, time.perf_counter() - start, iters)
-    remaining = max(time_limit - (time.perf_counter() - start), 0.1 * time_limit)
-    audit = audit_pattern(relations, p.values, y, p.sensitive, p.upl, p.lpl, p.lower_bounds,
-                          p.upper_bounds, unions=unions, time_limit=remaining,
-                          tolerance=tolerance)
-    if not audit.safe:
-        # Never a pattern that did not pass: the audit of the rejected one says why.
-        status = "no_safe_pattern"
-        message = "the pattern found did not pass the audit: " + "; ".join(audit.reasons)
-        y = np.zeros(n, bool)
-    return SuppressionResult(y, y & ~p.sensitive, method, status, float(p.cost @ y),
-                             lower_bound, audit, message, time.perf_counter() - start, iters)
+        return done(None, status, message, partial=witness if status == "time_limit" else None)
+    # The clean-up re-solves attacks per candidate and can cost far more than finding
+    # the pattern: it gets a quarter of the protection phase's time plus 2 s, most
+    # expensive cells first, so the largest savings come early (100 x 100 hierarchical
+    # table, 1,036 primaries: 20 s protection; a clean-up as long again saved 0.6% more
+    # of the cost), and at most half the search time left, which the protection of the
+    # aggregations needs after it. Under "exact" it only seeds the MIP.
+    now = time.perf_counter()
+    spent = now - start
+    share = 0.3 if method == "exact" else 0.8
+    until = min(now + 0.5 * (p.deadline - now), start + share * time_limit,
+                start + 1.25 * spent + 2.0)
+    y = _remove_superfluous(p, att, y, witness, until)
+    # The exact method's incumbent must be safe in every respect (see _exact).
+    protected, why = _protect_aggregations(p, relations, y, unions, cheapest)
+    if protected is None:
+        if not why.startswith("time limit"):
+            return done(None, "no_safe_pattern", why)
+        # Out of time: the audit may still prove the pattern safe, else it names the
+        # cells left unprotected.
+        return done(y, status, message, unfinished=why)
+    y = protected
+    if method == "fast":
+        return done(y, status, message)
+    # Exact: the incumbent is audited before the MIP, so a better pattern the MIP finds
+    # but the audit cannot certify in time falls back to it; the MIP stops early enough
+    # for an audit like this one (twice its time) or the reserved share, if longer.
+    begun = time.perf_counter()
+    first = audit_pattern(relations, p.values, y, p.sensitive, p.upl, p.lpl,
+                          p.lower_bounds, p.upper_bounds, unions=unions,
+                          time_limit=max(end - begun, 1e-3), tolerance=tolerance)
+    known = (y, first)
+    if first.verdict == "uncertified":
+        return done(y, status, message, known=known)
+    p.deadline = min(p.deadline, end - max(audit_share * time_limit,
+                                           2.0 * (time.perf_counter() - begun)))
+    if time.perf_counter() >= p.deadline:
+        return done(y, "time_limit", "time limit reached before the MIP could start; the "
+                    "fast method's pattern is returned", known=known)
+    y, status, message, lower_bound, iters = _exact(p, att, y, relations, unions)
+    return done(y, status, message, known=known)
+
+
+def _finish(p, att, relations, y, status, message, lower_bound, iters, unions, method, start,
+            end, tolerance, *, partial=None, unfinished=None, known=None
+            ) -> SuppressionResult:
+    """The result: ``y`` returned only if it passed the full audit, run with the time left
+    until ``end`` (or taken from ``known``, an audited ``(pattern, audit)``, for that same
+    pattern; a safe ``known`` pattern is the fallback when ``y`` fails).
+
+    ``partial``: the fast method ran out protecting (``(pattern, requirements left)``, see
+    :func:`_fast`); the requirements left are checked against the partial pattern until
+    ``end`` to say which cells it leaves unprotected. ``unfinished``: why the protection
+    of ``y`` stopped short of the end (time); a ``y`` the audit then rejects is a time
+    limit, not a failure of the table."""
+    n = len(p.values)
+    none = np.zeros(n, bool)
+
+    def result(y, status, message, audit=None, unprotected=None):
+        return SuppressionResult(y, y & ~p.sensitive, method, status, float(p.cost @ y),
+                                 lower_bound, audit, message, time.perf_counter() - start,
+                                 iters, unprotected)
+
+    if y is None and partial is None:
+        return result(none, status, message)
+    if y is None:
+        pattern, todo = partial
+        p.deadline = end
+        att.set_pattern(pattern)
+        short, unchecked = set(), set()
+        for i, sense, level in todo:
+            if i in short or i in unchecked:
+                continue
+            value, _, outcome = att.reach(i, sense)
+            if outcome != "optimal":
+                unchecked.add(i)
+            elif value < level - _REACH_RTOL * max(1.0, level, abs(p.values[i])):
+                short.add(i)
+        unchecked -= short
+        cells = short | unchecked
+        total = int(p.sensitive.sum())
+        return result(none, "time_limit", (
+            f"time limit reached before every sensitive cell was protected: the pattern "
+            f"reached protects {total - len(cells)} of {total} sensitive cells; "
+            f"{len(short)} need further suppressions"
+            + (f" and {len(unchecked)} could not be checked in time" if unchecked else "")
+            + " (see 'unprotected'); no pattern is returned; a longer time limit may "
+            "find one"), unprotected=sorted(cells))
+    if known is not None and np.array_equal(known[0], y):
+        audit = known[1]
+    else:
+        audit = audit_pattern(relations, p.values, y, p.sensitive, p.upl, p.lpl,
+                              p.lower_bounds, p.upper_bounds, unions=unions,
+                              time_limit=max(end - time.perf_counter(), 1e-3),
+                              tolerance=tolerance)
+    if audit.safe:
+        if unfinished is not None:
+            message = f"{unfinished}, but the audit proved the pattern safe"
+        return result(y, status, message, audit)
+    reasons = "; ".join(audit.reasons)
+    late = audit.verdict == "uncertified"
+    if known is not None and known[1].safe:
+        # Never a pattern that did not pass; the audited incumbent did.
+        return result(known[0], "time_limit" if late else "feasible",
+                      "the MIP's better pattern " + (
+                          "could not be certified in time" if late else
+                          f"did not pass the audit ({reasons})")
+                      + "; the audited pattern of the fast method is returned", known[1])
+    # The sensitive cells the audit does not prove protected: published, an interval too
+    # narrow or not certified, or in a sensitive or undecided aggregation.
+    iv, check = audit.intervals, audit.protection
+    unprotected = set(audit.published_sensitive.tolist())
+    if check is not None and audit.verdict != "infeasible":
+        unprotected.update(iv.cells[check.sensitive & ~(iv.certified & check.protected)]
+                           .tolist())
+    if audit.aggregations is not None:
+        for found in audit.aggregations.found:
+            members = found.cells[p.sensitive[found.cells]]
+            unprotected.update((members if members.size else found.cells).tolist())
+        undecided = np.asarray(audit.aggregations.undecided, np.int64)
+        unprotected.update(undecided[p.sensitive[undecided]].tolist())
+    unprotected = sorted(unprotected)
+    if late:
+        return result(none, "time_limit", "time limit reached certifying the pattern found: "
+                      f"the audit's verdict is uncertified ({reasons}); no pattern is "
+                      "returned", audit, unprotected)
+    if unfinished is not None and audit.verdict == "unsafe":
+        return result(none, "time_limit", f"{unfinished}: the pattern reached does not pass "
+                      f"the audit ({reasons}); no pattern is returned", audit, unprotected)
+    # Never a pattern that did not pass: the audit of the rejected one says why.
+    return result(none, "no_safe_pattern", "the pattern found did not pass the audit: "
+                  + reasons, audit, unprotected)
 
 
 class _Cheapest:
@@ -498,16 +612,22 @@ class _Cheapest:
 
 
 def _fast(p: _Problem, att: _Attacker, cheapest: _Cheapest):
-    """Protect one requirement at a time by a cheapest complementary set (module doc)."""
+    """Protect one requirement at a time by a cheapest complementary set (module doc).
+
+    Returns (pattern, status, message, protection LPs, witnesses); when the time runs out
+    the pattern is ``None``, the status ``time_limit`` and the last item the partial
+    pattern with the requirements not yet met or checked, ``(y, [(i, sense, level)])``:
+    every earlier requirement is met by that pattern (its deviation stays feasible)."""
     y = p.forced.copy()
     iters = 0
     witness = []
     late = "time limit reached before every sensitive cell was protected"
-    for i, sense, level in _levels(p):
+    levels = _levels(p)
+    for k, (i, sense, level) in enumerate(levels):
         att.set_pattern(y)
         reached, _, outcome = att.reach(i, sense)
         if outcome == "time_limit":
-            return None, "no_safe_pattern", late, iters, None
+            return None, "time_limit", late, iters, (y, levels[k:])
         if outcome == "optimal" and reached >= level - _REACH_RTOL * max(1.0, level):
             # Already protected by earlier suppressions.
             witness.append(att.support() if np.isfinite(reached) else np.flatnonzero(y))
@@ -519,7 +639,7 @@ def _fast(p: _Problem, att: _Attacker, cheapest: _Cheapest):
                 f"cell {i} cannot be protected {'upwards' if sense > 0 else 'downwards'} by "
                 f"{level:g} with the cells allowed as complements (forbidden, zero cells)"), iters, None
         if outcome == "time_limit":
-            return None, "no_safe_pattern", late, iters, None
+            return None, "time_limit", late, iters, (y, levels[k:])
         if outcome != "optimal":
             return None, "no_safe_pattern", f"protection LP ended with status {outcome!r}", \
                 iters, None
@@ -548,6 +668,9 @@ def _remove_superfluous(p: _Problem, att: _Attacker, y: np.ndarray, witness: lis
         for k, (i, sense, level) in enumerate(levels):
             if j not in witness[k]:
                 continue
+            if time.perf_counter() > deadline:
+                ok = False      # not confirmed in time: the cell stays suppressed
+                break
             value, _, outcome = att.reach(i, sense)
             if outcome != "optimal" or value < level - _REACH_RTOL * max(1.0, level,
                                                                         abs(p.values[i])):

@@ -1,0 +1,173 @@
+"""Time limits (issue 20 part 3): a suppression's ``time_limit`` is its whole wall time.
+
+When the time runs out the result carries the best audited pattern, or no pattern with the
+sensitive cells left unprotected and status ``time_limit`` -- never ``no_safe_pattern``,
+which says the table has no safe pattern within the caller's constraints.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from service.sdc import generate as gen
+from service.sdc import primary
+from service.sdc import suppress as sup
+from service.sdc.audit import audit_pattern
+from service.sdc.rules import MinimumFrequency, PPercent
+from service.sdc.suppress import cell_costs, suppress
+from service.sdc.unions import UnionSource
+
+RULES = primary.RuleSet(rules=(PPercent(15), MinimumFrequency(3)))
+#: What a reply may take beyond its limit (README: 0.5 s or 5%, whichever is less), plus
+#: the granularity of one solver step on a loaded test machine.
+SLACK = 0.5
+
+
+def instance(name: str):
+    """As benchmarks/suppress.py ``instance()``: p% 15 plus frequency 3, cost = value."""
+    g = gen.preset(name, seed=0)
+    m = g.magnitudes(RULES.depth)
+    v = primary.assess(m, RULES)
+    return (g, v.sensitive, v.upper_protection, v.lower_protection,
+            UnionSource(m, RULES, contributions=g.contributions),
+            cell_costs("value", g.values, g.counts))
+
+
+@pytest.fixture(scope="module")
+def cube():
+    """20x20x10 (4,851 cells, 431 primaries): the fast method needs about two minutes."""
+    return instance("20x20x10")
+
+
+@pytest.fixture(scope="module")
+def square():
+    """30x30 (961 cells, 97 primaries): fast about 0.5 s with its audit; exact longer."""
+    return instance("30x30")
+
+
+def run(inst, method, limit):
+    g, sens, up, lo, unions, cost = inst
+    start = time.perf_counter()
+    r = suppress(g.table, g.values, sens, up, lo, cost=cost, unions=unions, method=method,
+                 time_limit=limit)
+    return r, time.perf_counter() - start
+
+
+def check_returned(inst, r):
+    """A returned pattern is a success only if it passes an independent audit."""
+    g, sens, up, lo, unions, _ = inst
+    assert r.safe and r.audit.verdict == "safe" and r.unprotected.size == 0
+    assert r.suppressed[sens].all()
+    assert audit_pattern(g.table, g.values, r.suppressed, sens, up, lo, unions=unions,
+                         time_limit=60).safe
+
+
+def check_unprotected(inst, r):
+    """No pattern, and the sensitive cells left unprotected, named."""
+    sens = inst[1]
+    assert r.status == "time_limit" and not r.safe
+    assert not r.suppressed.any() and not r.secondary.any()
+    assert r.unprotected.size > 0 and sens[r.unprotected].all()
+    assert np.all(np.diff(r.unprotected) > 0)
+    assert "time limit" in r.message
+
+
+@pytest.mark.parametrize("method", ["fast", "exact"])
+@pytest.mark.parametrize("limit", [0.5, 1.5])
+def test_out_of_time_during_protection_names_the_unprotected_cells(cube, method, limit):
+    r, wall = run(cube, method, limit)
+    assert wall <= limit + SLACK, wall
+    check_unprotected(cube, r)
+    assert "sensitive cell" in r.message and "no pattern is returned" in r.message
+    # Fewer than all: the pattern reached protects the cells it got to.
+    assert r.unprotected.size < cube[1].sum()
+
+
+@pytest.mark.parametrize("limit", [0.5, 1.0, 2.0])
+def test_exact_within_its_limit_returns_an_audited_pattern(square, limit):
+    r, wall = run(square, "exact", limit)
+    assert wall <= limit + SLACK, wall
+    if r.safe:
+        assert r.status in ("optimal", "time_limit", "feasible")
+        check_returned(square, r)
+    else:
+        check_unprotected(square, r)
+
+
+def test_fast_within_its_limit(square):
+    r, wall = run(square, "fast", 2.0)
+    assert wall <= 2.0 + SLACK, wall
+    assert r.status == "feasible"
+    check_returned(square, r)
+
+
+def test_an_audit_out_of_time_is_uncertified_not_safe(square, monkeypatch):
+    """The final audit gets (almost) no time: the verdict is uncertified, no pattern is
+    returned as safe, the status is a time limit and the cells are named."""
+    real = sup.audit_pattern
+
+    def starved(*args, **kw):
+        kw["time_limit"] = 1e-9
+        return real(*args, **kw)
+
+    monkeypatch.setattr(sup, "audit_pattern", starved)
+    r, _ = run(square, "fast", 5.0)
+    check_unprotected(square, r)
+    assert r.audit is not None and r.audit.verdict == "uncertified"
+    assert "uncertified" in r.message
+
+
+def test_a_table_without_a_safe_pattern_is_not_a_time_limit():
+    """The opposite case stays ``no_safe_pattern`` (tests/test_suppress.py has more)."""
+    from service.sdc.table import Hierarchy, Table
+
+    t = Table([Hierarchy.flat("r", ["A", "B"], "T"), Hierarchy.flat("c", ["I", "II"], "T")])
+    x = t.fill_margins(np.where(t.is_leaf, 10.0, 0.0))
+    sens = np.zeros(t.n_cells, bool)
+    sens[t.cell_index(("A", "I"))] = True
+    forbid = ~sens
+    r = suppress(t, x, sens, 5.0 * sens, 5.0 * sens, cost=cell_costs("value", x),
+                 forbidden=forbid, time_limit=5)
+    assert r.status == "no_safe_pattern" and r.unprotected.size == 0
+
+
+def api_body(inst, limit, method):
+    """The 20x20x10 table as values with protection levels (no contributions)."""
+    g, sens, up, lo, _, _ = inst
+    keys = g.table.keys.tolist()
+    dims = []
+    for d, name in enumerate(g.table.names):
+        leaves = list(dict.fromkeys(k[d] for k in keys if k[d] != "Total"))
+        dims.append({"name": name, "leaves": leaves})
+    cells = []
+    for j, k in enumerate(keys):
+        c = {"key": k, "value": float(g.values[j])}
+        if sens[j]:
+            c["protection"] = {"upper": float(up[j]), "lower": float(lo[j])}
+        cells.append(c)
+    return {"structure": {"dimensions": dims, "tolerance": 1e-6}, "cells": cells,
+            "method": method, "time_limit": limit}
+
+
+@pytest.mark.parametrize("method", ["fast", "exact"])
+def test_api_reply_within_the_limit_names_unprotected_cells(client, cube, method):
+    limit = 1.5
+    body = api_body(cube, limit, method)
+    start = time.perf_counter()
+    r = client.post("/v1/suppress", json=body)
+    wall = time.perf_counter() - start
+    assert r.status_code == 200, r.text
+    reply = r.json()
+    solver = reply["solver"]
+    assert wall <= limit + SLACK, wall
+    assert solver["seconds"] <= limit
+    assert reply["safe"] is False and reply["loss"] is None
+    assert solver["status"] == "time_limit" and solver["time_limit"] == limit
+    assert "time limit" in solver["message"]
+    primaries = {tuple(c["key"]) for c in reply["cells"] if c["status"] == "primary"}
+    unprotected = {tuple(k) for k in solver["unprotected"]}
+    assert unprotected and unprotected <= primaries
+    assert "secondary" not in {c["status"] for c in reply["cells"]}
