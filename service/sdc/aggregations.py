@@ -660,6 +660,11 @@ class _Group:
             lp.a_matrix_.value_ = a_all.data.astype(float)
             h = highspy.Highs()
             h.setOptionValue("output_flag", False)
+            # Only bounds change between solves: dual simplex from the last basis, which
+            # stays dual feasible; presolve would discard it.
+            h.setOptionValue("presolve", "off")
+            h.setOptionValue("solver", "simplex")
+            h.setOptionValue("simplex_strategy", 1)
             h.passModel(lp)
             self._lp[kind] = (h, c, np.zeros(2 * na), np.full(2 * na, np.inf))
         return self._lp[kind]
