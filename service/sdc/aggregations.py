@@ -255,7 +255,9 @@ def _respondents(source: UnionSource, cells: np.ndarray) -> _Respondents:
     raw = np.zeros(n, bool)
     c = source.contributions
     next_id = 0
-    if c is not None:
+    # Under sampling weights the rules read weighted magnitudes (seed 000, Sampling
+    # weights), which only the summaries carry consistently with the cell totals.
+    if c is not None and c.weight is None:
         keep = local[c.cell] >= 0
         cc = local[c.cell[keep]]
         value = np.asarray(c.value, dtype=float)[keep]
@@ -288,7 +290,7 @@ def _respondents(source: UnionSource, cells: np.ndarray) -> _Respondents:
     amount = np.concatenate(parts_amt) if parts_amt else np.zeros(0)
     nz = amount > 0
     return _Respondents(cell[nz], rid[nz], amount[nz], np.abs(m.total[cells]),
-                        np.asarray(m.count, dtype=float)[cells], c is None or not raw.any())
+                        np.asarray(m.count, dtype=float)[cells], not raw.any())
 
 
 def atom_map(relations, source: UnionSource) -> sp.csr_matrix:
