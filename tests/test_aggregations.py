@@ -334,3 +334,22 @@ def test_every_returned_pattern_passes_the_brute_force(table, method):
     found = bruteforce.enumerate_sensitive(a, r.suppressed, case.per_cell, case.oracle_rule(),
                                            derived=r.audit.derived.tolist(), atoms=case.atoms)
     assert not found, found[:3]
+
+
+def test_sampling_weights_of_one_judge_as_unweighted():
+    """Under sampling weights the search reads the weighted summaries; with every weight
+    1 the verdict and the aggregation are those of the unweighted table."""
+    t = grid(["A", "B"], ["I", "II"])
+    leaves = {("A", "I"): [100.0], ("A", "II"): [60.0, 50.0, 40.0],
+              ("B", "I"): [70.0, 60.0, 50.0], ("B", "II"): [120.0]}
+    cell = np.array([t.cell_index(k) for k, v in leaves.items() for _ in v])
+    value = np.array([a for v in leaves.values() for a in v])
+    ruleset = primary.RuleSet((PPercent(20.0),))
+    c = Contributions(cell, value, weight=np.ones(len(value)))
+    m = magnitudes.from_contributions(t.n_cells, cell, value, weight=c.weight,
+                                      depth=ruleset.depth)
+    source = UnionSource(m, ruleset, known=t.is_leaf.copy(), contributions=c)
+    rect = np.isin(np.arange(t.n_cells), [t.cell_index(k) for k in leaves])
+    result = check_aggregations(t, t.fill_margins(m.value), rect, source)
+    assert result.status == "sensitive"
+    assert sorted(t.key(int(i)) for i in result.worst.cells) == [("A", "I"), ("B", "II")]
