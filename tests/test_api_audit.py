@@ -34,6 +34,20 @@ def golden_body(case, *, leaves_only=False, **cell_extra):
         {"name": "col", "leaves": cols[:-1], "total": cols[-1]}]}, "cells": cells}
 
 
+def leaf_contributions(case, **special) -> dict:
+    """``cell_extra`` giving every leaf of a golden case contributions: ``special`` ones as
+    given, the others four equal ones (a margin pools its leaves', so every leaf below a
+    judged margin needs them)."""
+    rows, cols = case["rows"], case["cols"]
+    extra = {}
+    for i, r in enumerate(rows[:-1]):
+        for k, c in enumerate(cols[:-1]):
+            v = case["values"][i][k]
+            extra[f"{r},{c}"] = {"contributions": special.get(f"{r},{c}",
+                                                              [{"value": v / 4}] * 4)}
+    return extra
+
+
 def by_key(reply):
     return {",".join(c["key"]): c for c in reply["cells"]}
 
@@ -71,8 +85,8 @@ def test_table_7_passes_the_interval_test_and_fails_with_too_much_protection(cli
 
 
 def test_table_4_singleton_roll_up_over_http(client):
-    body = golden_body(TABLE_4, **{"A,I": {"contributions": [{"value": 100}]},
-                                   "A,III": {"contributions": [{"value": 150}]}})
+    body = golden_body(TABLE_4, **leaf_contributions(
+        TABLE_4, **{"A,I": [{"value": 100}], "A,III": [{"value": 150}]}))
     body["rules"] = {"rules": [{"type": "p_percent", "p": 20}]}
     reply = client.post("/v1/audit", json=body).json()
     assert reply["verdict"] == "unsafe"
@@ -194,8 +208,8 @@ def test_profile_hides_protection_levels(make_client, tmp_path):
     path.write_text('{"profiles": {"p20": {"rules": {"rules": [{"type": "p_percent", "p": 20}]}}}}')
     from service.config import Settings
     client = make_client(profiles=Settings.from_env({"SDC_PROFILES": str(path)}).profiles)
-    body = golden_body(TABLE_7, **{"A,I": {"contributions": [
-        {"value": 155}, {"value": 4}, {"value": 1}]}})
+    body = golden_body(TABLE_7, **leaf_contributions(TABLE_7, **{"A,I": [
+        {"value": 155}, {"value": 4}, {"value": 1}]}))
     body["profile"] = "p20"
     reply = client.post("/v1/audit", json=body).json()
     cell = by_key(reply)["A,I"]

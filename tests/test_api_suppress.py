@@ -10,7 +10,10 @@ TABLE_6 = {("A", "I"): 160, ("A", "II"): 380, ("A", "III"): 340, ("B", "I"): 40,
 
 
 def body(**extra):
-    cells = [{"key": list(k), "value": v} for k, v in TABLE_6.items()]
+    # Every leaf with contributions (four equal ones but A,I's), so that the margins pool
+    # them and are judged too (a margin over bare values would be refused).
+    cells = [{"key": list(k), "contributions": [{"value": v / 4}] * 4}
+             for k, v in TABLE_6.items()]
     cells[0] = {"key": ["A", "I"], "contributions": [{"value": 155}, {"value": 4}, {"value": 1}]}
     out = {"structure": {"dimensions": [{"name": "size", "leaves": ["A", "B", "C"]},
                                         {"name": "act", "leaves": ["I", "II", "III"]}]},
@@ -82,8 +85,6 @@ def test_negative_values_by_the_shift(client):
     b = body()
     b["cells"][0] = {"key": ["A", "I"], "contributions": [
         {"value": 155}, {"value": 4}, {"value": -40}]}   # A,I = 119
-    for cell in b["cells"][1:]:
-        cell["contributions"] = [{"value": cell.pop("value") / 4}] * 4
     b["rules"]["negative_values"] = {"mode": "shift", "shift": 50}
     reply = client.post("/v1/suppress", json=b).json()
     assert reply["safe"], reply["solver"]

@@ -7,9 +7,11 @@ core's cell numbering is the table's, which the caller never sees).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 
 from schemas import rules as wire
 from schemas.frequency import MAX_COUNT
@@ -119,6 +121,9 @@ def table_inputs(structure: Structure, cells: list[TableCell], spec: wire.RuleSe
 
     ruleset = convert.ruleset_from_wire(spec) if spec is not None else None
     m, known, contributions = _magnitudes(cells, where, n, spec, ruleset)
+    if ruleset is not None and isinstance(space, Table):
+        m, known, contributions = _pooled_margins(space, cells, where, m, known,
+                                                  contributions, ruleset)
     values = _values(space, cells, where, m, known)
     lower = _bounds(cells, where, n, "lower_bound", 0.0)
     upper = _bounds(cells, where, n, "upper_bound", np.inf)
@@ -261,6 +266,81 @@ def _magnitudes(cells, where, n, spec, ruleset):
     if rest.size:
         parts.append((rest, _empty(rest.size, ruleset.depth)))
     return magnitudes.merge(n, parts), known, contributions
+
+
+def _pooled_margins(space: Table, cells, where, m, known, contributions, ruleset):
+    """Margins sent without contributions or summary get their leaves' contributions.
+
+    A margin's respondents are those of the leaves below it (one holding across several
+    leaves counted once, seed 000 Holdings), so it is judged by the same rules as any cell
+    and gets its own protection levels (issue 20). Summaries cannot be pooled (which of
+    two cells' largest contributors are the same respondent is unknown), nor can bare
+    values: a margin with such a leaf below it and any leaf with contributions or a
+    summary is refused, unless it is sent with its own summary or contributions. A margin
+    none of whose leaves has either stays unassessed, like its leaves.
+    """
+    n = space.n_cells
+    leaf_cells = np.flatnonzero(space.is_leaf)
+    margins = np.flatnonzero(~known & ~space.is_leaf)
+    if not margins.size:
+        return m, known, contributions
+    raw = np.zeros(n, bool)
+    raw[where[[i for i, c in enumerate(cells) if c.contributions is not None]]] = True
+    below = space.aggregation[margins].tocsr()          # margins x leaves
+    n_leaves = np.diff(below.indptr)
+    n_raw = below @ raw[leaf_cells].astype(float)
+    n_known = below @ known[leaf_cells].astype(float)
+    mixed = (n_known > 0) & (n_raw < n_leaves)
+    if mixed.any():
+        key = list(space.key(int(margins[np.flatnonzero(mixed)[0]])))
+        raise InputError(
+            f"the margin {key} is computed from leaves sent with a summary or a bare value "
+            "next to leaves with contributions or a summary: its contributors cannot be "
+            "pooled from them; send the margin with its own summary or contributions, or "
+            "every leaf below it with contributions", field="cells")
+    pool = margins[n_raw == n_leaves]
+    if not pool.size or contributions is None:
+        return m, known, contributions
+    # Each leaf contribution once more in every pooled margin above its leaf.
+    leaf_pos = np.full(n, -1)
+    leaf_pos[leaf_cells] = np.arange(len(leaf_cells))
+    up = sp.csr_matrix(space.aggregation[pool].T)        # leaves x pooled margins
+    at = leaf_pos[contributions.cell]                   # -1: a margin's own contribution
+    per = np.where(at >= 0, np.diff(up.indptr)[np.maximum(at, 0)], 0)
+    src = np.repeat(np.arange(len(contributions.cell)), per)
+    starts = up.indptr[np.maximum(at, 0)]
+    offset = np.arange(per.sum()) - np.repeat(np.cumsum(per) - per, per)
+    target = pool[up.indices[np.repeat(starts, per) + offset]]
+    pick = lambda a: None if a is None else np.asarray(a)[src]  # noqa: E731
+    pooled = magnitudes.Contributions(target, contributions.value[src],
+                                      pick(contributions.holding), pick(contributions.weight),
+                                      pick(contributions.waiver), pick(contributions.request),
+                                      contributions.weights_mode)
+    local = np.full(n, -1)
+    local[pool] = np.arange(len(pool))
+    m_pool = magnitudes.from_contributions(
+        len(pool), local[pooled.cell], pooled.value, holding=pooled.holding,
+        weight=pooled.weight, waiver=pooled.waiver, request=pooled.request,
+        weights_mode=pooled.weights_mode, depth=ruleset.depth, negative=ruleset.negative,
+        refuse_negative=ruleset.has_concentration_rule)
+    rest = np.flatnonzero(~np.isin(np.arange(n), pool))
+    m = magnitudes.merge(n, [(rest, _take(m, rest)), (pool, m_pool)])
+    known = known.copy()
+    known[pool] = True
+    merged = magnitudes.Contributions(
+        np.concatenate([contributions.cell, pooled.cell]),
+        np.concatenate([contributions.value, pooled.value]),
+        *(None if a is None else np.concatenate([a, b]) for a, b in (
+            (contributions.holding, pooled.holding), (contributions.weight, pooled.weight),
+            (contributions.waiver, pooled.waiver), (contributions.request, pooled.request))),
+        contributions.weights_mode)
+    return m, known, merged
+
+
+def _take(m: magnitudes.Magnitudes, index: np.ndarray) -> magnitudes.Magnitudes:
+    """The magnitudes of cells ``index``."""
+    return magnitudes.Magnitudes(**{f.name: getattr(m, f.name)[index]
+                                    for f in dataclasses.fields(m)})
 
 
 def _empty(n: int, depth: int) -> magnitudes.Magnitudes:

@@ -505,7 +505,9 @@ def merge(n_cells: int, parts: list[tuple[list[int] | np.ndarray, Magnitudes]]) 
 
     Used when a table mixes cells given by contributions and cells given by summaries.
     """
-    if len(parts) == 1 and len(parts[0][0]) == n_cells:
+    # One part covering every cell in order needs no copy; in any other order it does (a
+    # request listing every cell with contributions, margins first, is not table order).
+    if len(parts) == 1 and np.array_equal(parts[0][0], np.arange(n_cells)):
         return parts[0][1]
     depth = max(m.depth for _, m in parts)
     out = {name: np.zeros(n_cells, dtype=getattr(parts[0][1], name).dtype)
