@@ -89,6 +89,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
+from . import highs
 from . import rules as rules_mod
 from .unions import UnionSource, judge
 
@@ -649,25 +650,12 @@ class _Group:
             eye = sp.identity(na, format="csr")
             a_all = sp.hstack([eye, -eye, -self.bt], format="csc")
             c = np.where(np.isfinite(cost), cost, 0.0)
-            lp = highspy.HighsLp()
-            lp.num_col_, lp.num_row_ = 2 * na + nr, na
-            lp.col_cost_ = np.concatenate([c, c, np.zeros(nr)])
-            lp.col_lower_ = np.concatenate([np.zeros(2 * na), np.full(nr, -np.inf)])
-            lp.col_upper_ = np.full(2 * na + nr, np.inf)
-            lp.row_lower_ = np.zeros(na)
-            lp.row_upper_ = np.zeros(na)
-            lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-            lp.a_matrix_.start_ = a_all.indptr.astype(np.int32)
-            lp.a_matrix_.index_ = a_all.indices.astype(np.int32)
-            lp.a_matrix_.value_ = a_all.data.astype(float)
-            h = highspy.Highs()
-            h.setOptionValue("output_flag", False)
             # Only bounds change between solves: dual simplex from the last basis, which
             # stays dual feasible; presolve would discard it.
-            h.setOptionValue("presolve", "off")
-            h.setOptionValue("solver", "simplex")
-            h.setOptionValue("simplex_strategy", 1)
-            h.passModel(lp)
+            h = highs.model(np.concatenate([c, c, np.zeros(nr)]),
+                            np.concatenate([np.zeros(2 * na), np.full(nr, -np.inf)]),
+                            np.full(2 * na + nr, np.inf), a_all, np.zeros(na), np.zeros(na),
+                            presolve="off", solver="simplex", simplex_strategy=1)
             self._lp[kind] = (h, c, np.zeros(2 * na), np.full(2 * na, np.inf))
         return self._lp[kind]
 
@@ -858,12 +846,12 @@ class _Group:
         cost[o_ln:o_ln + n] = form.tau * total
         cost[o_psi:o_z] = np.repeat(np.asarray(form.b), n_q)
 
-        blocks, lows, highs = [], [], []
+        blocks, lowers, uppers = [], [], []
 
         def add(parts: dict, lo, hi):
             blocks.append(_block_row(n_col, parts))
-            lows.append(np.broadcast_to(lo, blocks[-1].shape[0]))
-            highs.append(np.broadcast_to(hi, blocks[-1].shape[0]))
+            lowers.append(np.broadcast_to(lo, blocks[-1].shape[0]))
+            uppers.append(np.broadcast_to(hi, blocks[-1].shape[0]))
 
         eye = sp.identity(n, format="csr")
         add({o_lp: eye, o_ln: -eye, o_mu: -self.bt}, 0.0, 0.0)       # phi = bt mu
@@ -891,30 +879,14 @@ class _Group:
         add({0: sp.csr_matrix(floor[None, :])}, 0.0, np.inf)
         a_all = sp.vstack(blocks, format="csc")
 
-        lp = highspy.HighsLp()
-        lp.num_col_, lp.num_row_ = n_col, a_all.shape[0]
-        lp.col_cost_ = cost
-        lp.col_lower_ = col_lo
-        lp.col_upper_ = col_hi
-        lp.row_lower_ = np.concatenate(lows).astype(float)
-        lp.row_upper_ = np.concatenate(highs).astype(float)
-        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-        lp.a_matrix_.start_ = a_all.indptr.astype(np.int32)
-        lp.a_matrix_.index_ = a_all.indices.astype(np.int32)
-        lp.a_matrix_.value_ = a_all.data.astype(float)
-        lp.sense_ = highspy.ObjSense.kMaximize
-        lp.integrality_ = [highspy.HighsVarType.kInteger if v else highspy.HighsVarType.kContinuous
-                           for v in integer]
-        h = highspy.Highs()
-        h.setOptionValue("output_flag", False)
-        # Any point at or above the floor is a sensitive aggregation: stop at the first.
-        h.setOptionValue("mip_max_improving_sols", 1)
         remaining = w.deadline - time.perf_counter()
         if remaining <= 0:
             w.why.add("time limit reached")
             return "undecided", None, "mip"
-        h.setOptionValue("time_limit", float(remaining))
-        h.passModel(lp)
+        # Any point at or above the floor is a sensitive aggregation: stop at the first.
+        h = highs.model(cost, col_lo, col_hi, a_all, np.concatenate(lowers),
+                        np.concatenate(uppers), maximize=True, integer=integer,
+                        mip_max_improving_sols=1, time_limit=float(remaining))
         h.run()
         w.mip_solves += 1
         status = h.getModelStatus()
