@@ -120,20 +120,18 @@ def grid_relations(r: int, c: int) -> list[list[int]]:
     grid column (``sum_i x[i, j] - x[r, j] = 0``, j = 0..c).
     """
     n = (r + 1) * (c + 1)
-    rels = []
-    for i in range(r + 1):
+
+    def relation(parts, total):
         row = [0] * n
-        for j in range(c):
-            row[grid_cell(i, j, c)] = 1
-        row[grid_cell(i, c, c)] = -1
-        rels.append(row)
-    for j in range(c + 1):
-        row = [0] * n
-        for i in range(r):
-            row[grid_cell(i, j, c)] = 1
-        row[grid_cell(r, j, c)] = -1
-        rels.append(row)
-    return rels
+        for k in parts:
+            row[k] = 1
+        row[total] = -1
+        return row
+
+    return ([relation([grid_cell(i, j, c) for j in range(c)], grid_cell(i, c, c))
+             for i in range(r + 1)]
+            + [relation([grid_cell(i, j, c) for i in range(r)], grid_cell(r, j, c))
+               for j in range(c + 1)])
 
 
 def _to_atoms(lam, atoms):

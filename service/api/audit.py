@@ -143,8 +143,7 @@ def _aggregations(inputs: tables.TableInputs, agg, disclose: bool) -> dict:
     if worst is not None:
         worst = {"cells": inputs.keys(worst.cells),
                  "coefficients": [float(v) for v in worst.coefficients],
-                 "value": worst.value, "rule": inputs.rule_labels[worst.rule]
-                 if worst.rule < len(inputs.rule_labels) else "threshold",
+                 "value": worst.value, "rule": inputs.rule_labels[worst.rule],
                  "measure": worst.measure if disclose else None, "found_by": worst.found_by}
     return {"status": agg.status, "message": agg.message, "derived": inputs.keys(agg.derived),
             "sensitive_groups": len(agg.found), "worst": worst, "groups": agg.groups,

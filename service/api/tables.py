@@ -20,7 +20,7 @@ from service.sdc import frequency, magnitudes, primary
 from service.sdc.errors import InputError
 from service.sdc.rules import MinimumFrequency
 from service.sdc.table import Hierarchy, LinkedTables, StructureError, Table
-from service.sdc.unions import UnionSource
+from service.sdc.unions import UnionSource, spread
 
 from . import convert
 from .deps import check_cell_count, resolve_rules, solver_seconds
@@ -302,15 +302,11 @@ def _pooled_margins(space: Table, cells, where, m, known, contributions, ruleset
     if not pool.size or contributions is None:
         return m, known, contributions
     # Each leaf contribution once more in every pooled margin above its leaf.
-    leaf_pos = np.full(n, -1)
-    leaf_pos[leaf_cells] = np.arange(len(leaf_cells))
-    up = sp.csr_matrix(space.aggregation[pool].T)        # leaves x pooled margins
-    at = leaf_pos[contributions.cell]                   # -1: a margin's own contribution
-    per = np.where(at >= 0, np.diff(up.indptr)[np.maximum(at, 0)], 0)
-    src = np.repeat(np.arange(len(contributions.cell)), per)
-    starts = up.indptr[np.maximum(at, 0)]
-    offset = np.arange(per.sum()) - np.repeat(np.cumsum(per) - per, per)
-    target = pool[up.indices[np.repeat(starts, per) + offset]]
+    g = space.aggregation[pool].tocsr()                 # pooled margins x leaves
+    over_leaves = sp.csr_matrix((g.data, leaf_cells[g.indices], g.indptr),
+                                shape=(len(pool), n))
+    rows, _, src = spread(over_leaves, UnionSource(m, ruleset, contributions=contributions))
+    target = pool[rows]
     pick = lambda a: None if a is None else np.asarray(a)[src]  # noqa: E731
     pooled = magnitudes.Contributions(target, contributions.value[src],
                                       pick(contributions.holding), pick(contributions.weight),

@@ -105,9 +105,6 @@ _MIP_FLOOR_RTOL = 1e-6
 # Enumeration budget of the frequency rules' supports per group.
 _MAX_SUPPORTS = 2000
 
-STATUSES = ("safe", "sensitive", "undecided", "not_applicable")
-
-
 @dataclass(frozen=True)
 class Aggregation:
     """One aggregation of suppressed cells with a published value.
@@ -130,8 +127,8 @@ class Aggregation:
         The table relations combined and their multipliers ``mu`` (``lambda = mu^T A`` on
         the suppressed cells): the published cells of that combination are what the
         intruder reads the value from.
-    atoms, atom_coefficients : numpy.ndarray
-        The aggregation as judged: ``phi = G^T lambda`` over the atoms (:func:`atom_map`).
+    atoms : numpy.ndarray
+        The atoms of the aggregation as judged, ``phi = G^T lambda`` (:func:`atom_map`).
     """
 
     cells: np.ndarray
@@ -143,7 +140,6 @@ class Aggregation:
     relations: np.ndarray
     multipliers: np.ndarray
     atoms: np.ndarray
-    atom_coefficients: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -453,28 +449,32 @@ def _rule_arrays(rules, forms, resp: _Respondents) -> _RuleArrays:
     return _RuleArrays(measure, alone, scale, plain, omega)
 
 
+def _atom_data(g: sp.csr_matrix, source: UnionSource):
+    """The atoms (cells with a column in ``g``), the rules as evaluated, their slot forms,
+    the atoms' respondents and the per-rule arrays of the screen."""
+    atoms = np.flatnonzero(np.diff(g.tocsc().indptr) > 0)
+    rules = source.ruleset.effective_rules()
+    forms = [slot_form(r) for r in rules]
+    resp = _respondents(source, atoms)
+    return atoms, rules, forms, resp, _rule_arrays(rules, forms, resp)
+
+
 class _Work:
     """The state shared by the groups of one check; atom arrays are indexed by cell."""
 
     def __init__(self, a, g, values, hidden, source: UnionSource, deadline,
                  screen_only: bool = False):
-        self.a, self.g, self.values, self.source, self.deadline = a, g, values, source, deadline
+        self.values, self.source, self.deadline = values, source, deadline
         self.screen_only = screen_only
         self.failing: list[tuple[int, int]] = []
         self.cells = np.flatnonzero(hidden)
-        self.rules = source.ruleset.effective_rules()
-        self.forms = [slot_form(r) for r in self.rules]
+        self.atoms, self.rules, self.forms, self.resp, self.arrays = _atom_data(g, source)
         self.implied = _implied_frequency(self.rules)
         n = len(values)
-        atoms = np.flatnonzero(np.diff(g.tocsc().indptr) > 0)
-        resp = _respondents(source, atoms)
-        self.resp = resp
         self.atom_pos = np.full(n, -1)
-        self.atom_pos[atoms] = np.arange(len(atoms))
-        self.atoms = atoms
+        self.atom_pos[self.atoms] = np.arange(len(self.atoms))
         known = np.ones(n, bool) if source.known is None else np.asarray(source.known, bool)
-        self.known = known[atoms]
-        self.arrays = _rule_arrays(self.rules, self.forms, resp)
+        self.known = known[self.atoms]
         self.measure, self.scale = self.arrays.measure, self.arrays.scale
         self.a_s = a[:, self.cells].tocsr()
         self.g_s = g[self.cells].tocsr()
@@ -521,14 +521,27 @@ class _Work:
     def _relevant(self) -> np.ndarray:
         """Atoms some rule could call sensitive (the groups worth deciding)."""
         mask = np.zeros(len(self.atoms), bool)
+        for _, rule_mask in self.rule_masks(np.arange(len(self.atoms))):
+            mask |= rule_mask
+        return mask
+
+    def rule_masks(self, pos: np.ndarray) -> list[tuple[int, np.ndarray]]:
+        """``(rule, mask)`` over the atoms ``pos`` that rule could call sensitive (known
+        ones only), for each rule with any: near-sensitive under a slot rule, below the
+        threshold under a frequency rule the others do not imply (module docstring)."""
+        count, known = self.resp.count[pos], self.known[pos]
+        silent = ((count > 0) & (self.resp.total[pos] <= 0)).any()
+        out = []
         for k, f in enumerate(self.forms):
             if f is None:
-                if k not in self.implied or ((self.resp.count > 0)
-                                             & (self.resp.total <= 0)).any():
-                    mask |= self.resp.count < self.rules[k].n - 1e-9
+                if k in self.implied and not silent:
+                    continue
+                mask = count < self.rules[k].n - 1e-9
             else:
-                mask |= self.measure[k] >= -_NEAR_SENSITIVE * self.scale[k]
-        return mask & self.known
+                mask = self.measure[k, pos] >= -_NEAR_SENSITIVE * self.scale[k, pos]
+            if (mask & known).any():
+                out.append((k, mask & known))
+        return out
 
 
 class _Group:
@@ -555,19 +568,7 @@ class _Group:
         """``(status, aggregation or None, how)``, or ``None`` for a group without a
         sensitive atom under any rule (safe by seed 002 Theorem 2)."""
         w = self.w
-        known = ~self.unknown
-        relevant = []
-        silent = (w.resp.count[self.pos] > 0) & (w.resp.total[self.pos] <= 0)
-        for k, f in enumerate(w.forms):
-            if f is None and k in w.implied and not silent.any():
-                continue
-            if f is None:
-                mask = (w.resp.count[self.pos] < w.rules[k].n - 1e-9) & known
-            else:
-                mask = (w.measure[k, self.pos] >= -_NEAR_SENSITIVE * w.scale[k, self.pos]) \
-                    & known
-            if mask.any():
-                relevant.append((k, mask))
+        relevant = w.rule_masks(self.pos)
         if not relevant:
             return None
         statuses, how = [], "screen"
@@ -579,8 +580,7 @@ class _Group:
                 status, witness = self.frequency(k, mask)
                 how = "support"
             else:
-                status, witness, how_k = self.magnitude(k, mask)
-                how = how_k if how_k != "screen" else how
+                status, witness, how = self.magnitude(k, mask)
             if witness is not None:
                 return "sensitive", witness, how
             statuses.append(status)
@@ -628,7 +628,7 @@ class _Group:
                 on = np.flatnonzero(phi[r])
                 best = Aggregation(w.cells[self.members[nz]], lam[r, nz], float(value[r]),
                                    int(k), s, how, self.rows[used], mu[r, used],
-                                   self.atoms[on], phi[r, on])
+                                   self.atoms[on])
         return best
 
     def explicit(self) -> Aggregation | None:
@@ -997,12 +997,8 @@ class Requirements:
     def __init__(self, relations, source: UnionSource):
         n = source.cells.n_cells
         self.source = source
-        g = atom_map(relations, source)
-        atoms = np.flatnonzero(np.diff(g.tocsc().indptr) > 0)
-        self.rules = source.ruleset.effective_rules()
-        forms = [slot_form(r) for r in self.rules]
-        resp = _respondents(source, atoms)
-        arrays = _rule_arrays(self.rules, forms, resp)
+        atoms, self.rules, forms, resp, arrays = _atom_data(atom_map(relations, source),
+                                                            source)
         shape = (len(self.rules), n)
         self.measure = np.full(shape, -np.inf)
         self.alone = np.full(shape, -np.inf)
@@ -1028,12 +1024,6 @@ class Requirements:
             self.measure[:, unknown] = -np.inf
         self.frequency = np.array([f is None for f in forms])
         self.values = np.asarray(source.cells.value, dtype=float)
-
-    def sensitive(self) -> list[tuple[int, int]]:
-        """``(rule, atom)`` of every atom the rule calls sensitive, largest measure first."""
-        k, i = np.nonzero(self.measure > self.tie)
-        order = np.argsort(-self.measure[k, i], kind="stable")
-        return list(zip(k[order].tolist(), i[order].tolist()))
 
     def of(self, aggregation: Aggregation) -> list[tuple[int, float, np.ndarray]]:
         """Requirements against ``aggregation``: those of the atom it attacks (the largest

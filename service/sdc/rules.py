@@ -52,6 +52,7 @@ Readings chosen where the seeds leave room:
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -65,21 +66,23 @@ from .magnitudes import Magnitudes
 TIE_RTOL = 1e-9
 
 
-class _TieAware:
+class _TieAware(ABC):
     """What every rule shares: the tie tolerance, the measure with ties set to exactly 0,
     and ``fires`` by the rule's own comparison (module docstring, "Exact ties").
 
-    A rule defines ``_measure(m)`` (``S`` as floating point computes it), ``tie_scale(m)``
-    and the class attribute ``inclusive`` (``S >= 0`` fires, else ``S > 0``).
+    A rule defines ``_measure(m)``, ``tie_scale(m)`` and the class attribute ``inclusive``
+    (``S >= 0`` fires, else ``S > 0``).
     """
 
     inclusive: ClassVar[bool] = False
 
+    @abstractmethod
     def _measure(self, m: Magnitudes) -> np.ndarray:
-        raise NotImplementedError
+        """``S`` per cell as floating point computes it."""
 
+    @abstractmethod
     def tie_scale(self, m: Magnitudes) -> np.ndarray:
-        raise NotImplementedError
+        """Per cell, the magnitude of the terms ``S`` adds up (module docstring)."""
 
     def tie_tolerance(self, m: Magnitudes) -> np.ndarray:
         """Per cell, the ``|S|`` at or below which ``S`` is read as exactly 0:

@@ -208,13 +208,20 @@ def _expand(weight: sp.csr_matrix, starts: np.ndarray, sizes: np.ndarray):
     return coo.row[nz], coo.data[nz], starts[coo.col][nz] + offset
 
 
+def spread(weight: sp.csr_matrix, source: UnionSource):
+    """The contributions of each aggregation's member cells: for every nonzero ``(k, i)``
+    of ``weight`` and every contribution of cell ``i``, ``(k, weight[k, i], its index in
+    source.contributions)``."""
+    order, sizes, starts = source.by_cell
+    agg, w, item = _expand(weight, starts, sizes)
+    return agg, w, order[item]
+
+
 def _union_of_contributions(weight: sp.csr_matrix, source: UnionSource) -> Magnitudes:
     """Magnitudes of each aggregation from the member cells' raw contributions, as
     contributions ``|lambda_i| x_i^r`` to one pseudo-cell (seed 002 section 5)."""
     c, ruleset = source.contributions, source.ruleset
-    order, sizes, starts = source.by_cell
-    agg, w, item = _expand(weight, starts, sizes)
-    src = order[item]
+    agg, w, src = spread(weight, source)
     pick = lambda a: None if a is None else np.asarray(a)[src]  # noqa: E731
     return magnitudes.from_contributions(
         weight.shape[0], agg, w * np.asarray(c.value)[src], holding=pick(c.holding),
