@@ -159,14 +159,15 @@ def test_capacity_cuts_are_tight_where_made_and_valid_elsewhere(seed, sense):
     attack's reach at ``y`` and bounds the reach at every other room ``y'`` from above."""
     import time
 
-    from service.sdc import suppress as sup
+    from service.sdc.suppress.lps import Attacker
+    from service.sdc.suppress.problem import prepare
 
     t, x = seed_table(TABLE_6)
     sens = np.zeros(t.n_cells, bool)
     sens[t.cell_index(("A", "I"))] = True
-    p = sup._prepare(t, x, sens, 30.0 * sens, 30.0 * sens, cell_costs("value", x), None,
-                     None, 0.0, np.inf, time.perf_counter() + 30)
-    att = sup._Attacker(p)
+    p = prepare(t, x, sens, 30.0 * sens, 30.0 * sens, cell_costs("value", x), None,
+                None, 0.0, np.inf, time.perf_counter() + 30)
+    att = Attacker(p)
     rng = np.random.default_rng(seed)
     i = t.cell_index(("A", "I"))
     y = rng.random(t.n_cells)

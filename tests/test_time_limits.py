@@ -14,7 +14,7 @@ import pytest
 
 from service.sdc import generate as gen
 from service.sdc import primary
-from service.sdc import suppress as sup
+from service.sdc.suppress import result as suppress_result
 from service.sdc.audit import audit_pattern
 from service.sdc.rules import MinimumFrequency, PPercent
 from service.sdc.suppress import cell_costs, suppress
@@ -107,13 +107,13 @@ def test_fast_within_its_limit(square):
 def test_an_audit_out_of_time_is_uncertified_not_safe(square, monkeypatch):
     """The final audit gets (almost) no time: the verdict is uncertified, no pattern is
     returned as safe, the status is a time limit and the cells are named."""
-    real = sup.audit_pattern
+    real = suppress_result.audit_pattern
 
     def starved(*args, **kw):
         kw["time_limit"] = 1e-9
         return real(*args, **kw)
 
-    monkeypatch.setattr(sup, "audit_pattern", starved)
+    monkeypatch.setattr(suppress_result, "audit_pattern", starved)
     r, _ = run(square, "fast", 5.0)
     check_unprotected(square, r)
     assert r.audit is not None and r.audit.verdict == "uncertified"

@@ -84,16 +84,15 @@ import itertools
 import time
 from dataclasses import dataclass
 
-import highspy
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
 from . import highs
+from .highs import Outcome
 from . import rules as rules_mod
 from .unions import UnionSource, judge
 
-_MS = highspy.HighsModelStatus
 # A cell whose measure is within this share of its scale below 0 is handled as possibly
 # sensitive (sign binaries), which keeps the MIP's coefficient bounds moderate.
 _NEAR_SENSITIVE = 1e-3
@@ -642,7 +641,7 @@ class _Group:
 
     # -- the LP over aggregations: min sum cost |phi| s.t. phi = bt mu, phi_anchor = 1 ----
 
-    def _model(self, kind: str, cost: np.ndarray) -> highspy.Highs:
+    def _model(self, kind: str, cost: np.ndarray):
         """One HiGHS model per cost vector (``kind``): between anchors only bounds change,
         so each solve starts from the last basis, still dual feasible."""
         if kind not in self._lp:
@@ -675,17 +674,11 @@ class _Group:
         if changed.size:
             h.changeColsBounds(len(changed), changed, lower[changed], upper[changed])
             lower_was[:], upper_was[:] = lower, upper
-        remaining = self.w.deadline - time.perf_counter()
-        if remaining <= 0:
-            return np.nan, None, "time_limit"
-        h.setOptionValue("time_limit", float(h.getRunTime() + remaining))
-        h.run()
-        status = h.getModelStatus()
-        if status == _MS.kInfeasible:
+        outcome = highs.run(h, self.w.deadline)
+        if outcome is Outcome.INFEASIBLE:
             return np.inf, None, "optimal"
-        if status != _MS.kOptimal:
-            return np.nan, None, "time_limit" if status == _MS.kTimeLimit else \
-                h.modelStatusToString(status)
+        if outcome is not Outcome.OPTIMAL:
+            return np.nan, None, highs.describe(h) if outcome is Outcome.ERROR else outcome.value
         x = np.asarray(h.getSolution().col_value)
         self.deviation = np.asarray(h.getSolution().row_dual)
         return h.getInfo().objective_function_value - c[anchor], x[2 * na:], "optimal"
@@ -879,20 +872,18 @@ class _Group:
         add({0: sp.csr_matrix(floor[None, :])}, 0.0, np.inf)
         a_all = sp.vstack(blocks, format="csc")
 
-        remaining = w.deadline - time.perf_counter()
-        if remaining <= 0:
+        if time.perf_counter() >= w.deadline:
             w.why.add("time limit reached")
             return "undecided", None, "mip"
         # Any point at or above the floor is a sensitive aggregation: stop at the first.
         h = highs.model(cost, col_lo, col_hi, a_all, np.concatenate(lowers),
                         np.concatenate(uppers), maximize=True, integer=integer,
-                        mip_max_improving_sols=1, time_limit=float(remaining))
-        h.run()
+                        mip_max_improving_sols=1)
+        outcome = highs.run(h, w.deadline)
         w.mip_solves += 1
-        status = h.getModelStatus()
-        if status == _MS.kInfeasible:
+        if outcome is Outcome.INFEASIBLE:
             return "safe", None, "mip"
-        x = np.asarray(h.getSolution().col_value) if h.getInfo().primal_solution_status else None
+        x = np.asarray(h.getSolution().col_value) if highs.has_point(h) else None
         if x is not None and len(x) == n_col:
             witness = self._judge(x[o_mu:o_mu + n_rel], "mip")
             if witness is not None:
@@ -900,8 +891,8 @@ class _Group:
         # A time limit, or a point the exact rule does not confirm (the request rule and
         # waivers are over-approximated in the MIP, or round-off), leaves the group
         # undecided, never safe.
-        w.why.add("time limit reached in the MIP" if status == _MS.kTimeLimit else
-                  f"MIP ended with {h.modelStatusToString(status)!r} at a point the rule "
+        w.why.add("time limit reached in the MIP" if outcome is Outcome.TIME_LIMIT else
+                  f"MIP ended with {highs.describe(h)!r} at a point the rule "
                   "does not confirm")
         return "undecided", None, "mip"
 

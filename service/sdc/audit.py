@@ -19,14 +19,15 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-import highspy
 import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import linprog
 from scipy.sparse.csgraph import connected_components
 
+from . import highs
 from .aggregations import check_aggregations
 from .errors import InputError
+from .highs import Outcome
 
 # Published values must satisfy relations and bounds to this relative tolerance (relative
 # to the magnitude of the terms involved, at least 1); beyond it the table is inconsistent.
@@ -34,24 +35,10 @@ _FEASIBILITY_RTOL = 1e-9
 # A feasible point within this relative distance of a cell's a-priori bound proves that
 # bound is the cell's min (max); no LP is needed for it.
 _AT_BOUND_RTOL = 1e-9
-# Default relative tolerance of check_protection: HiGHS's default primal and dual
-# feasibility tolerance, relative to a cell's value and protection levels (never to its far
-# bound), so solver round-off does not decide a verdict (see check_protection, Notes).
-PROTECTION_RTOL = 1e-7
-
-_MS = highspy.HighsModelStatus
-
-
-def limit_run(h: highspy.Highs, seconds: float) -> None:
-    """Let the next ``h.run()`` take at most ``seconds``.
-
-    HiGHS 1.x compares ``time_limit`` with the run time accumulated over every ``run()`` of
-    the object (ERGO-Code/HiGHS#1331, #1477; measured here: a model reused for 1.5 s of
-    solves stops at once under a 1 s limit), so the limit is set on top of the time
-    already spent.
-    """
-    h.setOptionValue("time_limit", float(h.getRunTime() + seconds))
-
+# Default relative tolerance of check_protection: HiGHS's feasibility tolerance, relative
+# to a cell's value and protection levels (never to its far bound), so solver round-off
+# does not decide a verdict (see check_protection, Notes).
+PROTECTION_RTOL = highs.FEASIBILITY_RTOL
 
 @dataclass(frozen=True)
 class FeasibilityIntervals:
@@ -343,28 +330,8 @@ def _bound_group(block, rhs, tolerance, lb, ub, deadline):
     """
     indptr, indices, data = block
     n, m = len(lb), len(rhs)
-    inf = highspy.kHighsInf
-    lp = highspy.HighsLp()
-    lp.num_col_, lp.num_row_ = n, m
-    lp.col_cost_ = np.zeros(n)
-    lp.col_lower_ = np.where(np.isneginf(lb), -inf, lb)
-    lp.col_upper_ = np.where(np.isposinf(ub), inf, ub)
-    lp.row_lower_ = rhs - tolerance
-    lp.row_upper_ = rhs + tolerance
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    lp.a_matrix_.start_ = indptr.astype(np.int32)
-    lp.a_matrix_.index_ = indices.astype(np.int32)
-    lp.a_matrix_.value_ = data.astype(float)
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
-    # Simplex without presolve reports infeasible and unbounded apart (presolve may
-    # answer "unbounded or infeasible"). Only costs change between solves, so the last
-    # optimal basis stays primal feasible: primal simplex goes on from it, where dual
-    # simplex would first have to repair dual feasibility (about 15x slower here).
-    h.setOptionValue("presolve", "off")
-    h.setOptionValue("solver", "simplex")
-    h.setOptionValue("simplex_strategy", 4)
-    h.passModel(lp)
+    h = highs.model(np.zeros(n), lb, ub, sp.csc_matrix((data, indices, indptr), shape=(m, n)),
+                    rhs - tolerance, rhs + tolerance, **highs.WARM_PRIMAL)
 
     lower, upper = np.full(n, np.nan), np.full(n, np.nan)
     seen_lo, seen_hi = np.full(n, np.inf), np.full(n, -np.inf)
@@ -381,8 +348,7 @@ def _bound_group(block, rhs, tolerance, lb, ub, deadline):
             if sense < 0 and seen_hi[j] >= ub[j] - ub_tol[j]:
                 upper[j] = ub[j]
                 continue
-            remaining = deadline - time.perf_counter()
-            if remaining <= 0:
+            if time.perf_counter() >= deadline:
                 return lower, upper, n_solves, "time_limit"
             if costed not in (-1, j):
                 h.changeColsCost(2, np.array([costed, j], dtype=np.int32),
@@ -390,11 +356,9 @@ def _bound_group(block, rhs, tolerance, lb, ub, deadline):
             else:
                 h.changeColsCost(1, np.array([j], dtype=np.int32), np.array([sense]))
             costed = j
-            limit_run(h, remaining)
-            h.run()
+            outcome = highs.run(h, deadline)
             n_solves += 1
-            status = h.getModelStatus()
-            if status == _MS.kOptimal:
+            if outcome is Outcome.OPTIMAL:
                 value = sense * h.getInfo().objective_function_value
                 if sense > 0:
                     lower[j] = min(max(value, lb[j]), ub[j])
@@ -403,18 +367,15 @@ def _bound_group(block, rhs, tolerance, lb, ub, deadline):
                 x = np.asarray(h.getSolution().col_value)
                 np.minimum(seen_lo, x, out=seen_lo)
                 np.maximum(seen_hi, x, out=seen_hi)
-            elif status == _MS.kUnbounded:
+            elif outcome is Outcome.UNBOUNDED:
                 if sense > 0:
                     lower[j] = -np.inf
                 else:
                     upper[j] = np.inf
-            elif status == _MS.kInfeasible:
-                return lower, upper, n_solves, "infeasible"
-            elif status == _MS.kTimeLimit:
-                return lower, upper, n_solves, "time_limit"
+            elif outcome is Outcome.ERROR:
+                return lower, upper, n_solves, f"HiGHS ended with status {highs.describe(h)!r}"
             else:
-                return lower, upper, n_solves, (
-                    f"HiGHS ended with status {h.modelStatusToString(status)!r}")
+                return lower, upper, n_solves, outcome.value
     return lower, upper, n_solves, "optimal"
 
 

@@ -1,17 +1,54 @@
-"""A HiGHS model from arrays: the one place that fills ``highspy.HighsLp``.
+"""The one boundary to HiGHS: models from arrays, runs against a deadline, one status enum.
 
-The audit, the suppression methods and the aggregation check build their LPs and MIPs
-from numpy arrays and a sparse constraint matrix; this is the shared boundary (scipy's
-``linprog``/``milp`` do the same behind their HiGHS wrappers). New models should be built
-here; the older hand-built ones in :mod:`service.sdc.audit` and :mod:`service.sdc.suppress`
-are the same shape and can move over.
+Every LP and MIP of the service (feasibility intervals, the attacker and cheapest-complement
+LPs of suppression, the master MIP of the exact method, the aggregation check's screens and
+MIP) is built by :func:`model` from numpy arrays and a sparse constraint matrix, run by
+:func:`run` against a wall-clock deadline, and its outcome read as an :class:`Outcome`
+(scipy's ``linprog``/``milp`` keep the same shape: one wrapper, one status map).
+
+Tolerances. HiGHS solves to a primal and dual feasibility tolerance of ``1e-7``; a
+solution's reach is therefore only known to that relative precision. :func:`reaches` is the
+one place that reads "the attacker reaches the protection level" with that allowance.
 """
 
 from __future__ import annotations
 
+import enum
+import time
+
 import highspy
 import numpy as np
 import scipy.sparse as sp
+
+#: HiGHS's default primal/dual feasibility tolerance: the relative precision of any value
+#: read off a solution.
+FEASIBILITY_RTOL = 1e-7
+
+#: Options for a model solved many times with only costs (or column bounds) changing
+#: between runs. Simplex without presolve reports infeasible and unbounded apart (presolve
+#: may answer "unbounded or infeasible"); when only costs change, the last optimal basis
+#: stays primal feasible, so primal simplex goes on from it where dual simplex would first
+#: have to repair dual feasibility (about 15x slower on the interval LPs).
+WARM_PRIMAL = {"presolve": "off", "solver": "simplex", "simplex_strategy": 4}
+
+
+class Outcome(str, enum.Enum):
+    """How one solve ended, as the service reads it."""
+
+    OPTIMAL = "optimal"
+    INFEASIBLE = "infeasible"
+    UNBOUNDED = "unbounded"
+    TIME_LIMIT = "time_limit"
+    ERROR = "error"
+
+
+_MS = highspy.HighsModelStatus
+_OUTCOMES = {
+    _MS.kOptimal: Outcome.OPTIMAL,
+    _MS.kInfeasible: Outcome.INFEASIBLE,
+    _MS.kUnbounded: Outcome.UNBOUNDED,
+    _MS.kTimeLimit: Outcome.TIME_LIMIT,
+}
 
 
 def model(cost, col_lower, col_upper, a, row_lower, row_upper, *, maximize: bool = False,
@@ -19,7 +56,8 @@ def model(cost, col_lower, col_upper, a, row_lower, row_upper, *, maximize: bool
     """A silent ``highspy.Highs`` holding ``min/max cost x`` s.t. ``row_lower <= a x <=
     row_upper``, ``col_lower <= x <= col_upper``, ``x_j`` integer where ``integer``.
 
-    ``options`` are HiGHS options set before the model is passed (e.g. ``presolve="off"``).
+    ``a`` may have no rows (shape ``(0, n)``); ``inf`` bounds are HiGHS's infinity.
+    ``options`` are HiGHS options set before the model is passed (e.g. ``**WARM_PRIMAL``).
     """
     a = sp.csc_matrix(a, dtype=float)
     lp = highspy.HighsLp()
@@ -44,3 +82,43 @@ def model(cost, col_lower, col_upper, a, row_lower, row_upper, *, maximize: bool
         h.setOptionValue(name, value)
     h.passModel(lp)
     return h
+
+
+def run(h: highspy.Highs, deadline: float) -> Outcome:
+    """Solve ``h`` until at most ``deadline`` (a ``time.perf_counter()`` instant).
+
+    Past the deadline nothing is run and the outcome is ``TIME_LIMIT``. HiGHS 1.x compares
+    ``time_limit`` with the run time accumulated over every ``run()`` of the object
+    (ERGO-Code/HiGHS#1331, #1477; measured here: a model reused for 1.5 s of solves stops
+    at once under a 1 s limit), so the limit is set on top of the time already spent.
+    """
+    remaining = deadline - time.perf_counter()
+    if remaining <= 0:
+        return Outcome.TIME_LIMIT
+    h.setOptionValue("time_limit", float(h.getRunTime() + remaining))
+    h.run()
+    return outcome(h)
+
+
+def outcome(h: highspy.Highs) -> Outcome:
+    """The last run's HiGHS model status as an :class:`Outcome` (anything unexpected, such
+    as a numerical failure, is ``ERROR``; :func:`describe` words it)."""
+    return _OUTCOMES.get(h.getModelStatus(), Outcome.ERROR)
+
+
+def describe(h: highspy.Highs) -> str:
+    """HiGHS's own words for the last run's status, for messages."""
+    return h.modelStatusToString(h.getModelStatus())
+
+
+def has_point(h: highspy.Highs) -> bool:
+    """Whether the last run left a feasible primal point (a MIP stopped early may)."""
+    return bool(h.getInfo().primal_solution_status)
+
+
+def reaches(reached, level, value=0.0, rtol: float = FEASIBILITY_RTOL):
+    """Whether an attacker's ``reached`` deviation meets a protection ``level`` of a cell
+    of ``value``, allowing the solver's relative precision (of the largest of 1, the level
+    and the value). Array-friendly."""
+    scale = np.maximum(np.maximum(1.0, np.abs(level)), np.abs(value))
+    return reached >= level - rtol * scale

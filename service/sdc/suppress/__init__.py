@@ -1,0 +1,176 @@
+"""Secondary cell suppression: the cheapest further suppressions that protect every
+sensitive cell, and the audit that proves it.
+
+Model (seed 000 "Secondary tabular data protection methods"; seed 003 B.2.b; Fischetti and
+Salazar 2000 as cited there). A table ``A x = 0`` with true values ``a``, a-priori bounds
+``lb <= x <= ub``, sensitive cells ``P`` with upper and lower protection levels ``UPL_i``,
+``LPL_i``, and a cost ``c_j`` per cell. A pattern ``y in {0,1}^n`` protects cell ``i`` when
+an intruder who knows the published cells can neither rule out ``x_i >= a_i + UPL_i`` nor
+``x_i <= a_i - LPL_i``: with deviations ``z = x - a``,
+
+    max / min  z_i   s.t.  A z = 0,  -y_j D_j <= z_j <= y_j U_j                 (attacker)
+
+must reach ``UPL_i`` and ``-LPL_i``, where ``U_j = ub_j - a_j`` and ``D_j = a_j - lb_j`` are
+the room a suppressed cell has. By LP duality the attacker's maximum for a given ``y`` is at
+most ``sum_j y_j (U_j max(0, r_j) + D_j max(0, -r_j))`` for *any* row prices ``g``, with
+``r = e_i - A^T g``; so every ``g`` yields the valid inequality (a Benders / "capacity" cut)
+
+    sum_j (U_j max(0, r_j) + D_j max(0, -r_j)) y_j >= UPL_i,
+
+and the optimal ``g`` of the attacker LP at a pattern that fails makes it violated there.
+
+Methods
+-------
+``fast``
+    Cells are protected one at a time, largest first (seed 003 B.2.b: "protecting the
+    sensitive cells one at a time by a cheapest complementary set found by linear
+    programming"): for cell ``i`` and each direction one LP finds a deviation ``z`` with
+    ``z_i`` at the protection level whose support is cheapest, each unit of ``|z_j|``
+    priced ``c_j / level`` (0 for cells already suppressed). The support is suppressed; the
+    deviation stays feasible for the final pattern, so the cell stays protected. Then
+    suppressions that turned out superfluous are removed, most expensive first, as long as
+    every sensitive cell stays protected (time permitting).
+``exact``
+    The mixed-integer model of Fischetti and Salazar: ``min c y`` with ``y = 1`` on
+    sensitive and forced cells, ``y = 0`` on forbidden ones, and the capacity cuts above
+    added as the attacker LPs find them violated (never enumerated up front). Started from
+    the ``fast`` pattern as incumbent; with a time limit it returns the best safe pattern
+    and the proven gap.
+
+Both then check the implicitly published unions (:mod:`service.sdc.unions`, seed 002
+sections 3-5); a sensitive union in relation ``k`` is removed by suppressing one more cell
+of ``k`` (the cheapest allowed one for ``fast``; for ``exact`` a no-good cut "this exact set
+of suppressed cells in ``k`` is not allowed"). Every returned pattern has passed
+:func:`service.sdc.audit.audit_pattern`; one that does not is never reported as a success.
+
+Readings
+--------
+* Zero cells are never complements (seed 003 B.2: a zero cell protects nothing under
+  subadditive rules, and its interval would reveal the zero); neither are cells the caller
+  forbids. Sensitive zero cells are still suppressed.
+* A sensitive cell whose protection levels are both 0 (frequency rules without a range)
+  must at least not be disclosed exactly: it is given an upper level of
+  ``1e-4 max(1, |a_i|)``, above the audit's exactness tolerance.
+* Protection levels beyond the a-priori range (``LPL_i > a_i - lb_i``) are capped at it:
+  no pattern can leave an intruder less certain than the bounds already do.
+* Unbounded room (``ub = inf``) is capped at ``2 max |a| + max UPL``: an intruder's room can
+  only be larger, so the cap can make a pattern more cautious, never less safe; the audit
+  is run with the true bounds.
+"""
+
+
+import time
+
+import numpy as np
+
+from ..audit import audit_pattern
+from ..errors import InputError
+from .exact import exact
+from .fast import protect, protect_aggregations, remove_superfluous
+from .lps import Attacker, Cheapest
+from .problem import COST_KINDS, cell_costs, prepare
+from .result import SuppressionResult, finish
+
+METHODS = ("fast", "exact")
+__all__ = ["COST_KINDS", "METHODS", "SuppressionResult", "cell_costs", "suppress"]
+
+
+def suppress(relations, values, sensitive, upper_protection, lower_protection, *, cost,
+             forbidden=None, forced=None, lower_bounds=0.0, upper_bounds=np.inf,
+             unions=None, method: str = "fast", time_limit: float = 60.0,
+             tolerance: float = 0.0) -> SuppressionResult:
+    """Choose secondary suppressions that protect every sensitive cell.
+
+    Parameters
+    ----------
+    relations : scipy.sparse matrix or Table or LinkedTables
+    values : array_like, shape (n_cells,)
+        True cell values (additive).
+    sensitive : array_like of bool
+    upper_protection, lower_protection : array_like
+        Protection levels (seed 000, table "Upper protection levels").
+    cost : array_like
+        Per-cell cost (:func:`cell_costs`).
+    forbidden, forced : array_like of bool, optional
+        Cells that may not be suppressed (key figures) / must be.
+    lower_bounds, upper_bounds : float or array_like
+        A-priori bounds of the intruder (default non-negativity).
+    unions : service.sdc.unions.UnionSource, optional
+        To check the implicitly published unions of the pattern.
+    method : {"fast", "exact"}
+    time_limit : float
+        Seconds for the whole call, audit included.
+    tolerance : float
+        Additivity tolerance, passed to the audit.
+
+    Returns
+    -------
+    SuppressionResult
+    """
+    start = time.perf_counter()
+    if method not in METHODS:
+        raise InputError(f"unknown method {method!r}; one of {', '.join(METHODS)}",
+                         field="method")
+    if not time_limit > 0:
+        raise InputError("time_limit must be > 0 seconds", field="time_limit")
+    # ``time_limit`` is the whole call: it ends at ``end``. The final audit (every interval
+    # and every aggregation; it can take longer than finding the pattern) keeps a quarter
+    # of it: the search stops at ``p.deadline``, and the audit gets all that is left.
+    audit_share = 0.25
+    end = start + time_limit
+    deadline = start + (1.0 - audit_share) * time_limit
+    p = prepare(relations, values, sensitive, upper_protection, lower_protection, cost,
+                 forbidden, forced, lower_bounds, upper_bounds, deadline)
+    att = Attacker(p)
+    cheapest = Cheapest(p)
+    y, status, message, iters, witness = protect(p, att, cheapest)
+    lower_bound = np.nan
+
+    def done(y, status, message, **how) -> SuppressionResult:
+        return finish(p, att, relations, y, status, message, lower_bound, iters, unions,
+                       method, start, end, tolerance, **how)
+
+    if y is None:
+        return done(None, status, message, partial=witness if status == "time_limit" else None)
+    # The clean-up re-solves attacks per candidate and can cost far more than finding
+    # the pattern: it gets a quarter of the protection phase's time plus 2 s, most
+    # expensive cells first, so the largest savings come early (100 x 100 hierarchical
+    # table, 1,036 primaries: 20 s protection; a clean-up as long again saved 0.6% more
+    # of the cost), and at most half the search time left, which the protection of the
+    # aggregations needs after it. Under "exact" it only seeds the MIP.
+    now = time.perf_counter()
+    spent = now - start
+    share = 0.3 if method == "exact" else 0.8
+    until = min(now + 0.5 * (p.deadline - now), start + share * time_limit,
+                start + 1.25 * spent + 2.0)
+    y = remove_superfluous(p, att, y, witness, until)
+    # The exact method's incumbent must be safe in every respect (see exact).
+    protected, why = protect_aggregations(p, relations, y, unions, cheapest)
+    if protected is None:
+        if not why.startswith("time limit"):
+            return done(None, "no_safe_pattern", why)
+        # Out of time: the audit may still prove the pattern safe, else it names the
+        # cells left unprotected.
+        return done(y, status, message, unfinished=why)
+    y = protected
+    if method == "fast":
+        return done(y, status, message)
+    # Exact: the incumbent is audited before the MIP, so a better pattern the MIP finds
+    # but the audit cannot certify in time falls back to it; the MIP stops early enough
+    # for an audit like this one (twice its time) or the reserved share, if longer.
+    begun = time.perf_counter()
+    first = audit_pattern(relations, p.values, y, p.sensitive, p.upl, p.lpl,
+                          p.lower_bounds, p.upper_bounds, unions=unions,
+                          time_limit=max(end - begun, 1e-3), tolerance=tolerance)
+    known = (y, first)
+    if first.verdict == "uncertified":
+        return done(y, status, message, known=known)
+    p.deadline = min(p.deadline, end - max(audit_share * time_limit,
+                                           2.0 * (time.perf_counter() - begun)))
+    if time.perf_counter() >= p.deadline:
+        return done(y, "time_limit", "time limit reached before the MIP could start; the "
+                    "fast method's pattern is returned", known=known)
+    y, status, message, lower_bound, iters = exact(p, att, y, relations, unions)
+    return done(y, status, message, known=known)
+
+

@@ -1,0 +1,122 @@
+"""The suppression problem as the search sees it: costs, capped rooms, protection
+requirements (seed 000 "Secondary tabular data protection methods"; seed 003 B.2.b).
+
+See :mod:`service.sdc.suppress` for the model and the readings applied by :func:`prepare`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import InputError
+
+COST_KINDS = ("value", "unity", "contributors", "log", "weights")
+#: A sensitive cell with no protection level must still not be disclosed exactly: it gets
+#: this share of its value (at least 1) as upper level, above the audit's exactness
+#: tolerance.
+MIN_LEVEL_RTOL = 1e-4
+
+
+def cell_costs(kind: str, values, counts=None, weights=None) -> np.ndarray:
+    """Information loss of suppressing each cell (seed 002 section 3: "minimise the total
+    suppressed value, minimise the number of suppressed cell values, or minimise the number
+    of contributions"; ``log`` damps the dominance of the largest cells, as tau-ARGUS'
+    ``distance``-free log cost does).
+
+    ``value``: ``|a_j|``; ``unity``: 1; ``contributors``: ``N_j``; ``log``:
+    ``log(1 + |a_j|)``; ``weights``: as given. Costs must be finite and >= 0.
+    """
+    a = np.abs(np.asarray(values, dtype=float))
+    if kind == "value":
+        c = a
+    elif kind == "unity":
+        c = np.ones_like(a)
+    elif kind == "contributors":
+        if counts is None:
+            raise InputError("cost 'contributors' needs the cells' contributors",
+                             field="cost")
+        c = np.asarray(counts, dtype=float)
+    elif kind == "log":
+        c = np.log1p(a)
+    elif kind == "weights":
+        if weights is None:
+            raise InputError("cost 'weights' needs a weight per cell", field="cost")
+        c = np.asarray(weights, dtype=float)
+    else:
+        raise InputError(f"unknown cost {kind!r}; one of {', '.join(COST_KINDS)}", field="cost")
+    if c.shape != a.shape or not np.isfinite(c).all() or (c < 0).any():
+        raise InputError("costs must be finite numbers >= 0, one per cell", field="cost")
+    return c
+
+
+
+
+@dataclass
+class Problem:
+    a: sp.csr_matrix
+    values: np.ndarray
+    sensitive: np.ndarray
+    upl: np.ndarray
+    lpl: np.ndarray
+    room_up: np.ndarray     # U_j, capped
+    room_down: np.ndarray   # D_j
+    cost: np.ndarray
+    allowed: np.ndarray     # may be a complement
+    forced: np.ndarray
+    lower_bounds: np.ndarray
+    upper_bounds: np.ndarray
+    deadline: float
+
+
+
+def requirements(p: Problem) -> list[tuple[int, float, float]]:
+    """(cell, direction, level) of every protection requirement, largest cells first."""
+    order = np.flatnonzero(p.sensitive)
+    order = order[np.argsort(-np.abs(p.values[order]), kind="stable")]
+    out = []
+    for i in order.tolist():
+        out.append((i, 1.0, p.upl[i]))
+        if p.lpl[i] > 0:
+            out.append((i, -1.0, p.lpl[i]))
+    return out
+
+
+
+def prepare(relations, values, sensitive, upper_protection, lower_protection, cost,
+             forbidden, forced, lower_bounds, upper_bounds, deadline) -> Problem:
+    a = sp.csr_matrix(getattr(relations, "relations", relations), dtype=float)
+    n = a.shape[1]
+    x = np.asarray(values, dtype=float)
+    vec = lambda v, d: np.broadcast_to(np.asarray(d if v is None else v, dtype=float),  # noqa: E731
+                                       (n,)).copy()
+    sens = np.asarray(sensitive, dtype=bool)
+    upl, lpl = vec(upper_protection, 0.0), vec(lower_protection, 0.0)
+    upl = np.where(sens, upl, 0.0)
+    lpl = np.where(sens, lpl, 0.0)
+    floor = MIN_LEVEL_RTOL * np.maximum(1.0, np.abs(x))
+    upl = np.where(sens & (upl + lpl <= 0), floor, upl)
+    lb, ub = vec(lower_bounds, 0.0), vec(upper_bounds, np.inf)
+    cap = 2.0 * np.abs(x).max(initial=0.0) + upl.max(initial=0.0) + 1.0
+    room_up = np.minimum(ub - x, cap)
+    room_down = np.minimum(x - lb, cap)
+    if (room_up < 0).any() or (room_down < 0).any():
+        j = int(np.flatnonzero((room_up < 0) | (room_down < 0))[0])
+        raise InputError(f"cell {j} lies outside its a-priori bounds", field="lower_bound", cell=j)
+    # No intruder is less certain than the a-priori range: levels beyond it are capped.
+    upl = np.minimum(upl, np.minimum(ub - x, np.inf))
+    lpl = np.minimum(lpl, x - lb)
+    forbidden = np.zeros(n, bool) if forbidden is None else np.asarray(forbidden, bool)
+    forced = np.zeros(n, bool) if forced is None else np.asarray(forced, bool)
+    both = forbidden & (forced | sens)
+    if both.any():
+        j = int(np.flatnonzero(both)[0])
+        raise InputError("a cell cannot be both forbidden and sensitive or forced",
+                         field="forbid", cell=j)
+    allowed = ~forbidden & (x != 0)
+    return Problem(a, x, sens, upl, lpl, room_up, room_down, np.asarray(cost, float),
+                    allowed | sens | forced, forced | sens, lb, ub, deadline)
+
+

@@ -1,0 +1,167 @@
+"""The result of a suppression call, and the final audit every returned pattern passes."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import highs
+from ..audit import PatternAudit, audit_pattern
+
+
+@dataclass(frozen=True)
+class SuppressionResult:
+    """A suppression pattern and how it was found.
+
+    Attributes
+    ----------
+    suppressed : numpy.ndarray of bool
+        Primary and secondary suppressions (``None``-free: all False when no safe pattern).
+    secondary : numpy.ndarray of bool
+        Suppressed cells that are not sensitive.
+    method : {"fast", "exact"}
+    status : {"optimal", "feasible", "time_limit", "no_safe_pattern"}
+        ``optimal``: exact and proven; ``feasible``: the fast method's safe pattern;
+        ``time_limit``: the time ran out. With a pattern (``safe``), exact stopped early
+        and returns its best audited pattern with ``gap``; without one (``suppressed`` all
+        False), no safe pattern was reached or certified in time and ``unprotected`` lists
+        the sensitive cells left unprotected (``message`` says why): the table may well
+        have a safe pattern. ``no_safe_pattern``: none exists within the caller's
+        constraints, or the pattern found failed the audit (``message`` says why).
+    objective : float
+        Cost of the pattern's suppressions (all suppressed cells).
+    lower_bound : float
+        Proven lower bound on the optimal cost (exact method), else nan.
+    audit : PatternAudit
+        The audit of the returned pattern.
+    message : str
+    seconds : float
+    iterations : int
+        Master solves (exact) or protection LPs (fast).
+    unprotected : numpy.ndarray of int
+        With no pattern returned: the sensitive cells not protected (or not proven
+        protected in time) by the pattern the search had reached, sorted; empty otherwise.
+    """
+
+    suppressed: np.ndarray
+    secondary: np.ndarray
+    method: str
+    status: str
+    objective: float
+    lower_bound: float
+    audit: PatternAudit | None
+    message: str
+    seconds: float
+    iterations: int
+    unprotected: np.ndarray | None = None
+
+    def __post_init__(self):
+        cells = () if self.unprotected is None else self.unprotected
+        object.__setattr__(self, "unprotected", np.unique(np.asarray(cells, np.int64)))
+
+    @property
+    def gap(self) -> float:
+        """Relative gap between the pattern's cost and the proven lower bound."""
+        if not np.isfinite(self.lower_bound):
+            return float("nan")
+        return max(0.0, self.objective - self.lower_bound) / max(self.objective, 1e-12)
+
+    @property
+    def safe(self) -> bool:
+        return self.audit is not None and self.audit.safe
+
+
+
+def finish(p, att, relations, y, status, message, lower_bound, iters, unions, method, start,
+            end, tolerance, *, partial=None, unfinished=None, known=None
+            ) -> SuppressionResult:
+    """The result: ``y`` returned only if it passed the full audit, run with the time left
+    until ``end`` (or taken from ``known``, an audited ``(pattern, audit)``, for that same
+    pattern; a safe ``known`` pattern is the fallback when ``y`` fails).
+
+    ``partial``: the fast method ran out protecting (``(pattern, requirements left)``, see
+    :func:`protect`); the requirements left are checked against the partial pattern until
+    ``end`` to say which cells it leaves unprotected. ``unfinished``: why the protection
+    of ``y`` stopped short of the end (time); a ``y`` the audit then rejects is a time
+    limit, not a failure of the table."""
+    n = len(p.values)
+    none = np.zeros(n, bool)
+
+    def result(y, status, message, audit=None, unprotected=None):
+        return SuppressionResult(y, y & ~p.sensitive, method, status, float(p.cost @ y),
+                                 lower_bound, audit, message, time.perf_counter() - start,
+                                 iters, unprotected)
+
+    if y is None and partial is None:
+        return result(none, status, message)
+    if y is None:
+        pattern, todo = partial
+        p.deadline = end
+        att.set_pattern(pattern)
+        short, unchecked = set(), set()
+        for i, sense, level in todo:
+            if i in short or i in unchecked:
+                continue
+            value, _, outcome = att.reach(i, sense)
+            if outcome != "optimal":
+                unchecked.add(i)
+            elif not highs.reaches(value, level, p.values[i]):
+                short.add(i)
+        unchecked -= short
+        cells = short | unchecked
+        total = int(p.sensitive.sum())
+        return result(none, "time_limit", (
+            f"time limit reached before every sensitive cell was protected: the pattern "
+            f"reached protects {total - len(cells)} of {total} sensitive cells; "
+            f"{len(short)} need further suppressions"
+            + (f" and {len(unchecked)} could not be checked in time" if unchecked else "")
+            + " (see 'unprotected'); no pattern is returned; a longer time limit may "
+            "find one"), unprotected=sorted(cells))
+    if known is not None and np.array_equal(known[0], y):
+        audit = known[1]
+    else:
+        audit = audit_pattern(relations, p.values, y, p.sensitive, p.upl, p.lpl,
+                              p.lower_bounds, p.upper_bounds, unions=unions,
+                              time_limit=max(end - time.perf_counter(), 1e-3),
+                              tolerance=tolerance)
+    if audit.safe:
+        if unfinished is not None:
+            message = f"{unfinished}, but the audit proved the pattern safe"
+        return result(y, status, message, audit)
+    reasons = "; ".join(audit.reasons)
+    late = audit.verdict == "uncertified"
+    if known is not None and known[1].safe:
+        # Never a pattern that did not pass; the audited incumbent did.
+        return result(known[0], "time_limit" if late else "feasible",
+                      "the MIP's better pattern " + (
+                          "could not be certified in time" if late else
+                          f"did not pass the audit ({reasons})")
+                      + "; the audited pattern of the fast method is returned", known[1])
+    # The sensitive cells the audit does not prove protected: published, an interval too
+    # narrow or not certified, or in a sensitive or undecided aggregation.
+    iv, check = audit.intervals, audit.protection
+    unprotected = set(audit.published_sensitive.tolist())
+    if check is not None and audit.verdict != "infeasible":
+        unprotected.update(iv.cells[check.sensitive & ~(iv.certified & check.protected)]
+                           .tolist())
+    if audit.aggregations is not None:
+        for found in audit.aggregations.found:
+            members = found.cells[p.sensitive[found.cells]]
+            unprotected.update((members if members.size else found.cells).tolist())
+        undecided = np.asarray(audit.aggregations.undecided, np.int64)
+        unprotected.update(undecided[p.sensitive[undecided]].tolist())
+    unprotected = sorted(unprotected)
+    if late:
+        return result(none, "time_limit", "time limit reached certifying the pattern found: "
+                      f"the audit's verdict is uncertified ({reasons}); no pattern is "
+                      "returned", audit, unprotected)
+    if unfinished is not None and audit.verdict == "unsafe":
+        return result(none, "time_limit", f"{unfinished}: the pattern reached does not pass "
+                      f"the audit ({reasons}); no pattern is returned", audit, unprotected)
+    # Never a pattern that did not pass: the audit of the rejected one says why.
+    return result(none, "no_safe_pattern", "the pattern found did not pass the audit: "
+                  + reasons, audit, unprotected)
+
+
