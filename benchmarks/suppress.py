@@ -6,7 +6,7 @@ Run with ``scripts/bench suppress`` (or ``python -m benchmarks.suppress``)::
     python -m benchmarks.suppress [--sizes 10x10 30x30 ...] [--seed 0]
         [--fast-limit 600] [--exact-limit 120] [--tau-limit 120] [--no-tauargus]
 
-Instances: :data:`service.sdc.generate.SIZES` (10x10, 30x30, 100x100 with a 2-level
+Instances: :data:`tests.generate.SIZES` (10x10, 30x30, 100x100 with a 2-level
 hierarchy on both dimensions, 20x20x10, 250x200 = 50,451 cells), generated with ``--seed``:
 skewed (lognormal) contributions, 10% empty leaf cells, 5% singletons, 5% pairs, one
 respondent per contribution. Primary cells and protection levels: p%-rule p = 15 (one
@@ -40,12 +40,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from service.sdc import generate as gen  # noqa: E402
 from service.sdc import primary  # noqa: E402
 from service.sdc.audit import audit_pattern  # noqa: E402
 from service.sdc.rules import MinimumFrequency, PPercent  # noqa: E402
 from service.sdc.suppress import cell_costs, suppress  # noqa: E402
 from service.sdc.unions import UnionSource  # noqa: E402
+from tests import generate as gen  # noqa: E402
 
 RULES = primary.RuleSet(rules=(PPercent(15), MinimumFrequency(3)))
 EXACT_MAX_CELLS = 20_000

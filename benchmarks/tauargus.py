@@ -1,6 +1,6 @@
 """The tau-ARGUS engine (PyPI ``pytauargus``, optional extra ``tauargus``) on our instances.
 
-Used by :mod:`benchmarks.suppress`. A generated table (:mod:`service.sdc.generate`) is written
+Used by :mod:`benchmarks.suppress`. A generated table (:mod:`tests.generate`) is written
 as tau-ARGUS microdata (fixed-width ``.asc`` with its ``.rda`` metadata, one record per
 respondent and leaf cell; a ``.hrc`` file for each 2-level dimension), with a batch ``.arb``
 that applies ``P(15,1)|FREQ(3,0)`` (the p%-rule with one intruder and minimum frequency 3,
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from service.sdc.generate import GeneratedTable
+from tests.generate import GeneratedTable
 
 SAFETY_RULES = "P(15,1)|FREQ(3,0)"
 RESPONSE = "turnover"

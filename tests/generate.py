@@ -38,9 +38,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import magnitudes
-from .magnitudes import Contributions
-from .table import Hierarchy, Table
+from service.sdc import magnitudes
+from service.sdc.magnitudes import Contributions
+from service.sdc.table import Hierarchy, Table
 
 DISTRIBUTIONS = ("lognormal", "pareto")
 

@@ -1,12 +1,12 @@
-"""The random table generator (service.sdc.generate): determinism, additivity, margins as
+"""The random table generator (tests.generate): determinism, additivity, margins as
 unions of their leaves' contributions, and the shares of empty and small cells."""
 
 import numpy as np
 import pytest
 
-from service.sdc import generate as gen
 from service.sdc import primary
 from service.sdc.rules import MinimumFrequency, PPercent
+from tests import generate as gen
 
 
 def test_same_seed_same_table_other_seed_other_table():

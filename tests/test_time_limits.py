@@ -12,13 +12,13 @@ import time
 import numpy as np
 import pytest
 
-from service.sdc import generate as gen
 from service.sdc import primary
-from service.sdc.suppress import result as suppress_result
 from service.sdc.audit import audit_pattern
 from service.sdc.rules import MinimumFrequency, PPercent
 from service.sdc.suppress import cell_costs, suppress
+from service.sdc.suppress import result as suppress_result
 from service.sdc.unions import UnionSource
+from tests import generate as gen
 
 RULES = primary.RuleSet(rules=(PPercent(15), MinimumFrequency(3)))
 #: What a reply may take beyond its limit (README: 0.5 s or 5%, whichever is less), plus
