@@ -57,8 +57,7 @@ def audit_three_ways(inst, y):
     g = inst.g
     iv, t_iv = timed(lambda: feasibility_intervals(g.table, g.values, y, time_limit=600))
     _, t_unions = timed(lambda: inst.unions.check(g.table, g.values, y, inst.sensitive))
-    full, t_full = timed(lambda: audit_pattern(g.table, g.values, y, inst.sensitive, inst.upl,
-                                               inst.lpl, unions=inst.unions, time_limit=600))
+    full, t_full = timed(lambda: audit_pattern(inst.problem, y, time_limit=600))
     agg = full.aggregations
     return dict(intervals_s=t_iv, before_s=t_iv + t_unions, full_s=t_full,
                 verdict=full.verdict, aggregations=agg.status if agg else "-",
@@ -79,8 +78,7 @@ def main(argv=None):
     for name in args.sizes:
         inst = instance(name, args.seed)
         g = inst.g
-        r, t_fast = timed(lambda: suppress(g.table, g.values, inst.sensitive, inst.upl, inst.lpl,
-                                           cost=inst.cost, unions=inst.unions, method="fast",
+        r, t_fast = timed(lambda: suppress(inst.problem, cost=inst.cost, method="fast",
                                            time_limit=args.fast_limit))
         row = dict(size=name, cells=g.n_cells, primary=int(inst.sensitive.sum()),
                    fast_s=t_fast, fast_status=r.status, secondary=int(r.secondary.sum()),

@@ -43,6 +43,7 @@ import numpy as np  # noqa: E402
 from service.sdc import primary  # noqa: E402
 from service.sdc.audit import audit_pattern  # noqa: E402
 from service.sdc.rules import MinimumFrequency, PPercent  # noqa: E402
+from service.sdc.problem import TableProblem  # noqa: E402
 from service.sdc.suppress import cell_costs, suppress  # noqa: E402
 from service.sdc.unions import UnionSource  # noqa: E402
 from tests import generate as gen  # noqa: E402
@@ -78,6 +79,11 @@ class Instance:
     unions: UnionSource
     cost: np.ndarray
 
+    @property
+    def problem(self) -> TableProblem:
+        return TableProblem.of(self.g.table, self.g.values, self.sensitive, self.upl,
+                               self.lpl, unions=self.unions)
+
 
 def instance(name: str, seed: int) -> Instance:
     g = gen.preset(name, seed=seed)
@@ -90,8 +96,7 @@ def instance(name: str, seed: int) -> Instance:
 
 def audit(inst: Instance, suppressed: np.ndarray, time_limit: float):
     start = time.perf_counter()
-    a = audit_pattern(inst.g.table, inst.g.values, suppressed, inst.sensitive, inst.upl,
-                      inst.lpl, unions=inst.unions, time_limit=time_limit)
+    a = audit_pattern(inst.problem, suppressed, time_limit=time_limit)
     return a, time.perf_counter() - start
 
 
@@ -102,8 +107,7 @@ def value_share(inst: Instance, suppressed: np.ndarray) -> float:
 
 def ours(inst: Instance, method: str, time_limit: float) -> Row:
     g = inst.g
-    r = suppress(g.table, g.values, inst.sensitive, inst.upl, inst.lpl, cost=inst.cost,
-                 unions=inst.unions, method=method, time_limit=time_limit)
+    r = suppress(inst.problem, cost=inst.cost, method=method, time_limit=time_limit)
     found = r.status != "no_safe_pattern"
     verdict, audit_s, note = "-", None, ""
     if found:

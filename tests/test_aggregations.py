@@ -14,6 +14,7 @@ from service.sdc import magnitudes, primary
 from service.sdc.aggregations import check_aggregations
 from service.sdc.audit import audit_pattern
 from service.sdc.magnitudes import Contributions
+from service.sdc.problem import TableProblem
 from service.sdc.rules import MinimumFrequency, PPercent, PriorPosterior
 from service.sdc.suppress import cell_costs, suppress
 from service.sdc.table import Hierarchy, Table
@@ -46,20 +47,27 @@ class Case:
                 rid = ids[j] if ids is not None and ids[j] is not None else next_id
                 next_id += 1
                 col = leaf_pos[cell]
-                for target in agg.indices[agg.indptr[col]:agg.indptr[col + 1]]:
+                for target in agg.indices[agg.indptr[col] : agg.indptr[col + 1]]:
                     per_cell[int(target)].append((rid, float(amount)))
         self.per_cell = per_cell
         # The oracle judges on leaves, as the service does when every leaf is known.
         g = t.aggregation.tocsr()
-        self.atoms = [[(int(leaf_cells[j]), float(v)) for j, v in
-                       zip(g.indices[g.indptr[i]:g.indptr[i + 1]],
-                           g.data[g.indptr[i]:g.indptr[i + 1]])] for i in range(n)]
+        self.atoms = [
+            [
+                (int(leaf_cells[j]), float(v))
+                for j, v in zip(
+                    g.indices[g.indptr[i] : g.indptr[i + 1]], g.data[g.indptr[i] : g.indptr[i + 1]]
+                )
+            ]
+            for i in range(n)
+        ]
         cell = np.array([i for i, lst in enumerate(per_cell) for _ in lst], dtype=np.int64)
         value = np.array([a for lst in per_cell for _, a in lst])
         holding = np.array([r for lst in per_cell for r, _ in lst], dtype=np.int64)
         self.c = Contributions(cell, value, holding)
-        self.m = magnitudes.from_contributions(n, cell, value, holding=holding,
-                                               depth=self.ruleset.depth)
+        self.m = magnitudes.from_contributions(
+            n, cell, value, holding=holding, depth=self.ruleset.depth
+        )
         self.values = self.m.value
         self.verdict = primary.assess(self.m, self.ruleset)
         self.source = UnionSource(self.m, self.ruleset, contributions=self.c)
@@ -71,13 +79,16 @@ class Case:
         return s
 
     def check(self, suppressed, derived=None):
-        return check_aggregations(self.t, self.values, suppressed, self.source,
-                                  derived=derived)
+        return check_aggregations(self.t, self.values, suppressed, self.source, derived=derived)
 
     def audit(self, suppressed, level=None):
         level = self.verdict.upper_protection if level is None else level
-        return audit_pattern(self.t, self.values, suppressed, self.verdict.sensitive, level,
-                             level, unions=self.source)
+        return audit_pattern(
+            TableProblem.of(
+                self.t, self.values, self.verdict.sensitive, level, level, unions=self.source
+            ),
+            suppressed,
+        )
 
     def oracle_rule(self):
         rule = self.ruleset.rules[0]
@@ -93,10 +104,17 @@ class Case:
 
 # Seed 002 Table 3 (row C's total there reads 1150; its cells and the column totals give
 # 1550, which the relations need). A,I and A,III have one respondent each.
-TABLE_3 = {("A", "I"): [100.0], ("A", "II"): [120.0, 50.0, 30.0], ("A", "III"): [150.0],
-           ("B", "I"): [100.0, 90.0, 60.0], ("B", "II"): [50.0, 50.0, 50.0],
-           ("B", "III"): [100.0, 100.0, 100.0], ("C", "I"): [200.0, 200.0, 200.0],
-           ("C", "II"): [150.0, 150.0, 150.0], ("C", "III"): [200.0, 150.0, 150.0]}
+TABLE_3 = {
+    ("A", "I"): [100.0],
+    ("A", "II"): [120.0, 50.0, 30.0],
+    ("A", "III"): [150.0],
+    ("B", "I"): [100.0, 90.0, 60.0],
+    ("B", "II"): [50.0, 50.0, 50.0],
+    ("B", "III"): [100.0, 100.0, 100.0],
+    ("C", "I"): [200.0, 200.0, 200.0],
+    ("C", "II"): [150.0, 150.0, 150.0],
+    ("C", "III"): [200.0, 150.0, 150.0],
+}
 
 
 def table_3() -> Case:
@@ -109,13 +127,13 @@ def test_derived_cell_turns_a_row_into_a_published_union():
     case = table_3()
     pattern = case.mask([("A", "I"), ("A", "II"), ("A", "III"), ("B", "I"), ("B", "III")])
     audit = case.audit(pattern)
-    assert audit.protection.protected[audit.protection.sensitive].all()   # criterion 1 holds
+    assert audit.protection.protected[audit.protection.sensitive].all()  # criterion 1 holds
     assert audit.verdict == "unsafe"
     assert case.keys(audit.derived) == [("A", "II")]
     worst = audit.aggregations.worst
     assert case.keys(worst.cells) == [("A", "I"), ("A", "III")]
     assert worst.value == 250.0 and np.allclose(np.abs(worst.coefficients), 1.0)
-    assert worst.measure == pytest.approx(150.0)   # x1 = 150, nothing hides it (p = 20)
+    assert worst.measure == pytest.approx(150.0)  # x1 = 150, nothing hides it (p = 20)
 
 
 def test_unity_pattern_through_the_row_total_is_unsafe():
@@ -134,9 +152,16 @@ def test_unity_pattern_through_the_row_total_is_unsafe():
 def test_difference_of_two_singletons_is_an_aggregation():
     """Issue 13, second shape: all four inner cells of a 2x2 table suppressed; row A
     minus column II publishes A,I - B,II."""
-    case = Case(grid(["A", "B"], ["I", "II"]),
-                {("A", "I"): [100.0], ("A", "II"): [60.0, 50.0, 40.0],
-                 ("B", "I"): [70.0, 60.0, 50.0], ("B", "II"): [120.0]}, PPercent(20.0))
+    case = Case(
+        grid(["A", "B"], ["I", "II"]),
+        {
+            ("A", "I"): [100.0],
+            ("A", "II"): [60.0, 50.0, 40.0],
+            ("B", "I"): [70.0, 60.0, 50.0],
+            ("B", "II"): [120.0],
+        },
+        PPercent(20.0),
+    )
     result = case.check(case.mask([("A", "I"), ("A", "II"), ("B", "I"), ("B", "II")]))
     assert result.status == "sensitive"
     assert case.keys(result.worst.cells) == [("A", "I"), ("B", "II")]
@@ -159,17 +184,24 @@ def test_seed_002_example_3_does_not_depend_on_the_interval(level):
 def test_seed_002_example_4_table_7_is_unsafe_by_the_union_of_column_I():
     """Seed 002 Example 4: A,I (155, 4, 1) is protected by its interval [80, 200] in Table
     7, but A,I + B,I (28, 10, 2) lets the 28 bound the 155 within 20%."""
-    leaves = {("A", "I"): [155.0, 4.0, 1.0], ("A", "II"): [200.0, 100.0, 80.0],
-              ("A", "III"): [200.0, 140.0], ("B", "I"): [28.0, 10.0, 2.0],
-              ("B", "II"): [40.0, 20.0, 20.0], ("B", "III"): [30.0, 20.0, 10.0],
-              ("C", "I"): [300.0, 310.0], ("C", "II"): [400.0, 400.0],
-              ("C", "III"): [100.0, 90.0, 80.0]}
+    leaves = {
+        ("A", "I"): [155.0, 4.0, 1.0],
+        ("A", "II"): [200.0, 100.0, 80.0],
+        ("A", "III"): [200.0, 140.0],
+        ("B", "I"): [28.0, 10.0, 2.0],
+        ("B", "II"): [40.0, 20.0, 20.0],
+        ("B", "III"): [30.0, 20.0, 10.0],
+        ("C", "I"): [300.0, 310.0],
+        ("C", "II"): [400.0, 400.0],
+        ("C", "III"): [100.0, 90.0, 80.0],
+    }
     case = Case(grid(["A", "B", "C"], ["I", "II", "III"]), leaves, PriorPosterior(20, 100))
     pattern = case.mask([("A", "I"), ("A", "II"), ("B", "I"), ("B", "II")])
     audit = case.audit(pattern, level=np.where(case.verdict.sensitive, 30.0, 0.0))
     assert audit.protection.protected[audit.protection.sensitive].all()
-    iv = dict(zip(audit.intervals.cells.tolist(), zip(audit.intervals.lower,
-                                                      audit.intervals.upper)))
+    iv = dict(
+        zip(audit.intervals.cells.tolist(), zip(audit.intervals.lower, audit.intervals.upper))
+    )
     assert iv[case.t.cell_index(("A", "I"))] == pytest.approx((80.0, 200.0))
     assert audit.verdict == "unsafe"
     assert ("B", "I") in case.keys(audit.aggregations.worst.cells)
@@ -178,9 +210,14 @@ def test_seed_002_example_4_table_7_is_unsafe_by_the_union_of_column_I():
 def test_seed_002_example_5_the_union_is_safe():
     """Seed 002 Example 5: A,I (1000, 500, 100) with B,I (100, 30, 20) under p = 20: the
     combined cell's second largest (500) bounds 1000 by 1250 > 1200: safe."""
-    leaves = {("A", "I"): [1000.0, 500.0, 100.0], ("A", "II"): [300.0, 300.0, 200.0, 100.0],
-              ("B", "I"): [100.0, 30.0, 20.0], ("B", "II"): [600.0, 600.0, 600.0, 550.0],
-              ("C", "I"): [700.0, 700.0, 600.0], ("C", "II"): [400.0, 300.0, 300.0]}
+    leaves = {
+        ("A", "I"): [1000.0, 500.0, 100.0],
+        ("A", "II"): [300.0, 300.0, 200.0, 100.0],
+        ("B", "I"): [100.0, 30.0, 20.0],
+        ("B", "II"): [600.0, 600.0, 600.0, 550.0],
+        ("C", "I"): [700.0, 700.0, 600.0],
+        ("C", "II"): [400.0, 300.0, 300.0],
+    }
     case = Case(grid(["A", "B", "C"], ["I", "II"]), leaves, PPercent(20.0))
     assert case.keys(np.flatnonzero(case.verdict.sensitive)) == [("A", "I")]
     pattern = case.mask([("A", "I"), ("A", "II"), ("B", "I"), ("B", "II")])
@@ -191,15 +228,23 @@ def test_seed_002_example_5_the_union_is_safe():
 def test_holding_across_cells_is_one_respondent():
     """Seed 002 section 5: absolute contributions of one holding add across cells; a
     holding that dominates two cells of a published union is found by the MIP."""
-    leaves = {("A", "I"): [100.0, 10.0, 5.0], ("A", "II"): [90.0, 10.0, 8.0],
-              ("B", "I"): [50.0] * 5, ("B", "II"): [60.0] * 5}
+    leaves = {
+        ("A", "I"): [100.0, 10.0, 5.0],
+        ("A", "II"): [90.0, 10.0, 8.0],
+        ("B", "I"): [50.0] * 5,
+        ("B", "II"): [60.0] * 5,
+    }
     plain = Case(grid(["A", "B"], ["I", "II"]), leaves, PPercent(20.0))
     rect = [("A", "I"), ("A", "II"), ("B", "I"), ("B", "II")]
     assert plain.check(plain.mask(rect)).status == "safe"
     # The 100 of A,I and the 90 of A,II are one holding: row A's union is its 190 against
     # 10 + 5 + 10 + 8 = 33 from the others, so the second largest (10) bounds it closely.
-    shared = Case(grid(["A", "B"], ["I", "II"]), leaves, PPercent(20.0),
-                  holdings={("A", "I"): [7, None, None], ("A", "II"): [7, None, None]})
+    shared = Case(
+        grid(["A", "B"], ["I", "II"]),
+        leaves,
+        PPercent(20.0),
+        holdings={("A", "I"): [7, None, None], ("A", "II"): [7, None, None]},
+    )
     result = shared.check(shared.mask(rect))
     assert result.status == "sensitive"
 
@@ -208,16 +253,22 @@ def test_mip_proves_a_group_the_screen_cannot():
     """A 2x3 table with all six inner cells suppressed and four sensitive cells (found by a
     random search for a group the screen leaves open): no aggregation is sensitive, which
     only the MIP proves."""
-    leaves = {("A", "I"): [465.0, 24.0], ("A", "II"): [68.0, 65.0, 58.0, 9.0],
-              ("A", "III"): [80.0], ("B", "I"): [76.0, 46.0, 97.0], ("B", "II"): [330.0],
-              ("B", "III"): [390.0, 92.0]}
+    leaves = {
+        ("A", "I"): [465.0, 24.0],
+        ("A", "II"): [68.0, 65.0, 58.0, 9.0],
+        ("A", "III"): [80.0],
+        ("B", "I"): [76.0, 46.0, 97.0],
+        ("B", "II"): [330.0],
+        ("B", "III"): [390.0, 92.0],
+    }
     case = Case(grid(["A", "B"], ["I", "II", "III"]), leaves, PPercent(20.0))
     result = case.check(case.t.is_leaf.copy())
     assert result.status == "safe" and result.mip_solves >= 1 and result.screened == 0
     # The oracle agrees on the +-1 combinations of relations.
     a = case.t.relations.toarray()
-    assert not bruteforce.enumerate_sensitive(a, case.t.is_leaf, case.per_cell,
-                                              ("p_percent", 20.0), atoms=case.atoms)
+    assert not bruteforce.enumerate_sensitive(
+        a, case.t.is_leaf, case.per_cell, ("p_percent", 20.0), atoms=case.atoms
+    )
 
 
 def test_frequency_rule_on_aggregations():
@@ -226,13 +277,19 @@ def test_frequency_rule_on_aggregations():
     with a second respondent in A,II every aggregation has at least 3."""
     others = {("B", "I"): [10.0, 10.0, 10.0], ("B", "II"): [10.0] * 4}
     rect = [("A", "I"), ("A", "II"), ("B", "I"), ("B", "II")]
-    case = Case(grid(["A", "B"], ["I", "II"]),
-                {("A", "I"): [10.0], ("A", "II"): [20.0]} | others, MinimumFrequency(3))
+    case = Case(
+        grid(["A", "B"], ["I", "II"]),
+        {("A", "I"): [10.0], ("A", "II"): [20.0]} | others,
+        MinimumFrequency(3),
+    )
     result = case.check(case.mask(rect))
     assert result.status == "sensitive"
     assert case.keys(result.worst.cells) == [("A", "I"), ("A", "II")]
-    case = Case(grid(["A", "B"], ["I", "II"]),
-                {("A", "I"): [10.0], ("A", "II"): [20.0, 5.0]} | others, MinimumFrequency(3))
+    case = Case(
+        grid(["A", "B"], ["I", "II"]),
+        {("A", "I"): [10.0], ("A", "II"): [20.0, 5.0]} | others,
+        MinimumFrequency(3),
+    )
     assert case.check(case.mask(rect)).status == "safe"
 
 
@@ -240,12 +297,15 @@ def test_time_limit_leaves_the_verdict_uncertified():
     case = table_3()
     pattern = case.mask([("A", "I"), ("A", "II"), ("B", "I"), ("B", "II")])
     import time
-    result = check_aggregations(case.t, case.values, pattern, case.source,
-                                deadline=time.perf_counter() - 1.0)
+
+    result = check_aggregations(
+        case.t, case.values, pattern, case.source, deadline=time.perf_counter() - 1.0
+    )
     assert result.status == "undecided" and "time limit" in result.message
 
 
 # -- agreement with the brute-force oracle --------------------------------------------
+
 
 @st.composite
 def small_tables(draw):
@@ -256,9 +316,14 @@ def small_tables(draw):
     elif shape == "3d":
         t = Table([Hierarchy.flat(d, [f"{d}{i}" for i in range(3)], "T") for d in "xyz"])
     else:
-        t = Table([Hierarchy.from_children("r", {"T": ["N", "S"], "N": ["n1", "n2"],
-                                                 "S": ["s1", "s2"]}),
-                   Hierarchy.flat("c", ["a", "b", "c"], "T")])
+        t = Table(
+            [
+                Hierarchy.from_children(
+                    "r", {"T": ["N", "S"], "N": ["n1", "n2"], "S": ["s1", "s2"]}
+                ),
+                Hierarchy.flat("c", ["a", "b", "c"], "T"),
+            ]
+        )
     leaves = {}
     for cell in np.flatnonzero(t.is_leaf).tolist():
         k = draw(st.integers(1, 4))
@@ -268,10 +333,16 @@ def small_tables(draw):
         # One holding with contributions in two leaves.
         keys = list(leaves)
         a, b = draw(st.sampled_from(keys)), draw(st.sampled_from(keys))
-        holdings = {a: [5] + [None] * (len(leaves[a]) - 1),
-                    b: [5] + [None] * (len(leaves[b]) - 1)} if a != b else None
-    rule = draw(st.sampled_from([PPercent(20.0), PPercent(10.0), PriorPosterior(20, 60),
-                                 MinimumFrequency(3)]))
+        holdings = (
+            {a: [5] + [None] * (len(leaves[a]) - 1), b: [5] + [None] * (len(leaves[b]) - 1)}
+            if a != b
+            else None
+        )
+    rule = draw(
+        st.sampled_from(
+            [PPercent(20.0), PPercent(10.0), PriorPosterior(20, 60), MinimumFrequency(3)]
+        )
+    )
     return Case(t, leaves, rule, holdings), shape
 
 
@@ -296,20 +367,30 @@ def test_audit_agrees_with_brute_force(data, table):
     audit = case.audit(suppressed)
     agg = audit.aggregations
     assume(agg.status in ("safe", "sensitive"))
-    event(f"{shape}: {agg.status}" + (f" by {agg.worst.found_by}" if agg.worst else "")
-          + (" with a MIP" if agg.mip_solves else ""))
+    event(
+        f"{shape}: {agg.status}"
+        + (f" by {agg.worst.found_by}" if agg.worst else "")
+        + (" with a MIP" if agg.mip_solves else "")
+    )
     rule = case.oracle_rule()
-    found = bruteforce.enumerate_sensitive(a, suppressed, case.per_cell, rule,
-                                           derived=agg.derived.tolist(), max_relations=9,
-                                           atoms=case.atoms)
+    found = bruteforce.enumerate_sensitive(
+        a,
+        suppressed,
+        case.per_cell,
+        rule,
+        derived=agg.derived.tolist(),
+        max_relations=9,
+        atoms=case.atoms,
+    )
     if found:
         assert agg.status == "sensitive", (found[:3], agg.message)
     if agg.status == "sensitive":
         w = agg.worst
         lam = np.zeros(n)
         lam[w.cells] = w.coefficients
-        assert bruteforce.in_row_space(case.t.relations.toarray(), suppressed, lam,
-                                       derived=agg.derived.tolist())
+        assert bruteforce.in_row_space(
+            case.t.relations.toarray(), suppressed, lam, derived=agg.derived.tolist()
+        )
         ok, _ = bruteforce.is_sensitive(lam, case.per_cell, rule, atoms=case.atoms)
         assert ok
 
@@ -322,17 +403,26 @@ def test_every_returned_pattern_passes_the_brute_force(table, method):
     sens = case.verdict.sensitive
     assume(sens.any())
     level = case.verdict.upper_protection
-    r = suppress(case.t, case.values, sens, level, level,
-                 cost=cell_costs("value", case.values), unions=case.source, method=method,
-                 time_limit=20.0)
+    r = suppress(
+        TableProblem.of(case.t, case.values, sens, level, level, unions=case.source),
+        cost=cell_costs("value", case.values),
+        method=method,
+        time_limit=20.0,
+    )
     event(f"{method}: {r.status}")
     if r.status == "no_safe_pattern":
         return
     assert r.audit.verdict == "safe", r.audit.reasons
     a = _oracle_relations(case, r.suppressed)
     assume(0 < len(a) <= 10)
-    found = bruteforce.enumerate_sensitive(a, r.suppressed, case.per_cell, case.oracle_rule(),
-                                           derived=r.audit.derived.tolist(), atoms=case.atoms)
+    found = bruteforce.enumerate_sensitive(
+        a,
+        r.suppressed,
+        case.per_cell,
+        case.oracle_rule(),
+        derived=r.audit.derived.tolist(),
+        atoms=case.atoms,
+    )
     assert not found, found[:3]
 
 
@@ -340,14 +430,17 @@ def test_sampling_weights_of_one_judge_as_unweighted():
     """Under sampling weights the search reads the weighted summaries; with every weight
     1 the verdict and the aggregation are those of the unweighted table."""
     t = grid(["A", "B"], ["I", "II"])
-    leaves = {("A", "I"): [100.0], ("A", "II"): [60.0, 50.0, 40.0],
-              ("B", "I"): [70.0, 60.0, 50.0], ("B", "II"): [120.0]}
+    leaves = {
+        ("A", "I"): [100.0],
+        ("A", "II"): [60.0, 50.0, 40.0],
+        ("B", "I"): [70.0, 60.0, 50.0],
+        ("B", "II"): [120.0],
+    }
     cell = np.array([t.cell_index(k) for k, v in leaves.items() for _ in v])
     value = np.array([a for v in leaves.values() for a in v])
     ruleset = primary.RuleSet((PPercent(20.0),))
     c = Contributions(cell, value, weight=np.ones(len(value)))
-    m = magnitudes.from_contributions(t.n_cells, cell, value, weight=c.weight,
-                                      depth=ruleset.depth)
+    m = magnitudes.from_contributions(t.n_cells, cell, value, weight=c.weight, depth=ruleset.depth)
     source = UnionSource(m, ruleset, known=t.is_leaf.copy(), contributions=c)
     rect = np.isin(np.arange(t.n_cells), [t.cell_index(k) for k in leaves])
     result = check_aggregations(t, t.fill_margins(m.value), rect, source)

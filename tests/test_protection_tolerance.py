@@ -9,13 +9,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service.sdc.audit import PROTECTION_RTOL, audit_pattern, check_protection
+from service.sdc.problem import TableProblem
 from service.sdc.table import Hierarchy, Table
 
 
 def two_by_two(leaves: dict[tuple[str, str], float]):
     """A 2x2 table with margins: rows A, B and columns I, J, each with a total T."""
-    t = Table([Hierarchy.flat("row", ["A", "B"], "T"),
-               Hierarchy.flat("col", ["I", "J"], "T")])
+    t = Table([Hierarchy.flat("row", ["A", "B"], "T"), Hierarchy.flat("col", ["I", "J"], "T")])
     values = np.zeros(t.n_cells)
     for r in ("A", "B", "T"):
         for c in ("I", "J", "T"):
@@ -31,8 +31,7 @@ def test_far_bound_does_not_hide_a_lower_bound_at_the_value():
     # suppressed. B,J >= 0 gives A,I >= 100: the lower bound is the value itself, while the
     # upper bound is 1e9 + 100. A tolerance of 1e-7 of that far bound (100 > 30) used to
     # call the cell protected.
-    t, values = two_by_two({("A", "I"): 100.0, ("A", "J"): 1e9, ("B", "I"): 1e9,
-                            ("B", "J"): 0.0})
+    t, values = two_by_two({("A", "I"): 100.0, ("A", "J"): 1e9, ("B", "I"): 1e9, ("B", "J"): 0.0})
     leaves = [t.cell_index(k) for k in (("A", "I"), ("A", "J"), ("B", "I"), ("B", "J"))]
     suppressed = np.zeros(t.n_cells, dtype=bool)
     suppressed[leaves] = True
@@ -40,7 +39,7 @@ def test_far_bound_does_not_hide_a_lower_bound_at_the_value():
     sensitive[t.cell_index(("A", "I"))] = True
     levels = np.where(sensitive, 30.0, 0.0)
 
-    audit = audit_pattern(t, values, suppressed, sensitive, levels, levels)
+    audit = audit_pattern(TableProblem.of(t, values, sensitive, levels, levels), suppressed)
 
     (k,) = np.flatnonzero(audit.intervals.cells == t.cell_index(("A", "I")))
     assert audit.intervals.certified[k]
@@ -55,8 +54,11 @@ def test_far_bound_does_not_hide_a_lower_bound_at_the_value():
     assert audit.verdict != "safe"
 
 
-@pytest.mark.parametrize("far", [1e9 + 100.0, 1e9, 1e9 + 200.0, np.inf],
-                         ids=["exact", "round-off below", "round-off above", "unbounded"])
+@pytest.mark.parametrize(
+    "far",
+    [1e9 + 100.0, 1e9, 1e9 + 200.0, np.inf],
+    ids=["exact", "round-off below", "round-off above", "unbounded"],
+)
 def test_check_protection_with_a_far_upper_bound(far):
     # Lower bound at the value, upper bound far away (and possibly off by solver round-off
     # of ~1e-7 * 1e9 = 100): only the lower side is flagged, whatever the far bound.
@@ -79,8 +81,15 @@ def test_check_protection_with_a_far_lower_bound():
 def test_far_bound_with_a_near_bound_that_reaches_its_level():
     # Exactly 30 below and 1e9 above: protected ("at least equal", seed 002 criterion 1),
     # also when the near bound carries round-off of the value's scale (1e-7 * 100).
-    c = check_protection([100.0, 100.0, 100.0], [70.0, 70.0 + 5e-6, 70.5],
-                         [1e9 + 100.0] * 3, 30.0, 30.0, [True] * 3, [True] * 3)
+    c = check_protection(
+        [100.0, 100.0, 100.0],
+        [70.0, 70.0 + 5e-6, 70.5],
+        [1e9 + 100.0] * 3,
+        30.0,
+        30.0,
+        [True] * 3,
+        [True] * 3,
+    )
     assert c.protected.tolist() == [True, True, False]
     assert c.lower_too_close.tolist() == [False, False, True]
 
@@ -90,8 +99,15 @@ def test_value_scale_never_forgives_a_bound_at_the_value():
     # by): tol = 1e-7 * 1e9 = 100 exceeds L = 30, but a shortfall is forgiven by at most
     # 1% of the level, so a lower bound at the value, or 1 short, is flagged.
     x = 1e9
-    c = check_protection([x, x, x, x], [x, x - 29.0, x - 29.8, x - 30.0], [x + 1e6] * 4,
-                         30.0, 30.0, [True] * 4, [True] * 4)
+    c = check_protection(
+        [x, x, x, x],
+        [x, x - 29.0, x - 29.8, x - 30.0],
+        [x + 1e6] * 4,
+        30.0,
+        30.0,
+        [True] * 4,
+        [True] * 4,
+    )
     assert c.lower_too_close.tolist() == [True, True, False, False]
     assert c.missing_lower[:2].tolist() == [pytest.approx(30.0), pytest.approx(1.0)]
     assert c.protected.tolist() == [False, False, True, True]
@@ -100,9 +116,10 @@ def test_value_scale_never_forgives_a_bound_at_the_value():
 def test_zero_level_tolerates_round_off_on_the_wrong_side_of_the_value():
     # X is feasible, so a bound round-off past it is X: no flag for a level of 0 (the
     # width is not round-off, so no exact disclosure either). Beyond round-off: flagged.
-    x = 1e6   # tol = 0.1
-    c = check_protection([x, x], [0.0, 0.0], [x - 1e-3, x - 1.0], 0.0, 0.0, [True, True],
-                         [True, True])
+    x = 1e6  # tol = 0.1
+    c = check_protection(
+        [x, x], [0.0, 0.0], [x - 1e-3, x - 1.0], 0.0, 0.0, [True, True], [True, True]
+    )
     assert c.upper_too_close.tolist() == [False, True]
     assert c.protected.tolist() == [True, False]
 
@@ -110,20 +127,33 @@ def test_zero_level_tolerates_round_off_on_the_wrong_side_of_the_value():
 def test_infinite_level_is_never_reached_and_does_not_widen_the_tolerance():
     c = check_protection([100.0], [0.0], [100.0 + 1e-3], [np.inf], [0.0], [True], [True])
     assert c.upper_too_close.tolist() == [True]
-    assert c.exact.tolist() == [False]   # tol stays 1e-7 * 100, not inf
+    assert c.exact.tolist() == [False]  # tol stays 1e-7 * 100, not inf
 
 
 @settings(max_examples=300, deadline=None)
-@given(x=st.floats(-1e12, 1e12), level_up=st.floats(0, 1e6), level_low=st.floats(0, 1e6),
-       gap_up=st.floats(0, 1e6), gap_low=st.floats(0, 1e6),
-       far=st.sampled_from([0.0, 1e9, 1e15, np.inf]))
+@given(
+    x=st.floats(-1e12, 1e12),
+    level_up=st.floats(0, 1e6),
+    level_low=st.floats(0, 1e6),
+    gap_up=st.floats(0, 1e6),
+    gap_low=st.floats(0, 1e6),
+    far=st.sampled_from([0.0, 1e9, 1e15, np.inf]),
+)
 def test_protected_means_each_bound_reaches_its_level_up_to_round_off(
-        x, level_up, level_low, gap_up, gap_low, far):
+    x, level_up, level_low, gap_up, gap_low, far
+):
     """Sound reading: a cell called protected has each bound at least 99% of its level
     away, and at most rtol * max(1, |X|, U, L) short of it; a far bound changes nothing."""
     hi, lo = x + gap_up, x - gap_low
-    c = check_protection([x, x, x], [lo, lo - far, lo], [hi, hi, hi + far], level_up,
-                         level_low, [True] * 3, [True] * 3)
+    c = check_protection(
+        [x, x, x],
+        [lo, lo - far, lo],
+        [hi, hi, hi + far],
+        level_up,
+        level_low,
+        [True] * 3,
+        [True] * 3,
+    )
     if c.protected[0]:
         tol = PROTECTION_RTOL * max(1.0, abs(x), level_up, level_low)
         # gaps as computed in floating point

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from service.sdc import magnitudes, primary
 from service.sdc.audit import audit_pattern
+from service.sdc.problem import TableProblem
 from service.sdc.rules import MinimumFrequency, PPercent
 from service.sdc.suppress import cell_costs, suppress
 from service.sdc.table import Hierarchy, Table
@@ -18,8 +19,12 @@ from service.sdc.unions import UnionSource
 
 def seed_table(rows):
     """A 3x3 table of seed 002 (rows A-C, columns I-III) with margins filled."""
-    t = Table([Hierarchy.flat("r", ["A", "B", "C"], "Total"),
-               Hierarchy.flat("c", ["I", "II", "III"], "Total")])
+    t = Table(
+        [
+            Hierarchy.flat("r", ["A", "B", "C"], "Total"),
+            Hierarchy.flat("c", ["I", "II", "III"], "Total"),
+        ]
+    )
     x = np.zeros(t.n_cells)
     for r, row in zip("ABC", rows):
         for c, v in zip(["I", "II", "III"], row):
@@ -37,12 +42,18 @@ def test_seed_002_table_6(method):
     t, x = seed_table(TABLE_6)
     sens = np.zeros(t.n_cells, bool)
     sens[t.cell_index(("A", "I"))] = True
-    r = suppress(t, x, sens, np.where(sens, 30.0, 0), np.where(sens, 30.0, 0),
-                 cost=cell_costs("value", x), method=method)
+    r = suppress(
+        TableProblem.of(t, x, sens, np.where(sens, 30.0, 0), np.where(sens, 30.0, 0)),
+        cost=cell_costs("value", x),
+        method=method,
+    )
     assert r.status in ("feasible", "optimal") and r.safe
     # Cheapest: A,III + B,I + B,III (340 + 40 + 60), cheaper than the seed's Table 7 (500).
     assert sorted(t.key(j) for j in np.flatnonzero(r.secondary)) == [
-        ("A", "III"), ("B", "I"), ("B", "III")]
+        ("A", "III"),
+        ("B", "I"),
+        ("B", "III"),
+    ]
     assert r.objective == 600
 
 
@@ -59,8 +70,13 @@ def test_seed_002_table_3_singletons_need_more_than_intervals(method):
     verdict = primary.assess(m, ruleset)
     sens = verdict.sensitive & known
     level = 0.5 * x * sens
-    r = suppress(t, x, sens, level, level, cost=cell_costs("value", x), method=method,
-                 unions=UnionSource(m, ruleset, known=known, contributions=c))
+    r = suppress(
+        TableProblem.of(
+            t, x, sens, level, level, unions=UnionSource(m, ruleset, known=known, contributions=c)
+        ),
+        cost=cell_costs("value", x),
+        method=method,
+    )
     assert r.safe, r.message
     row_a = [t.cell_index(("A", k)) for k in ("I", "II", "III")]
     assert r.suppressed[row_a].all()
@@ -74,14 +90,23 @@ def test_forbidden_and_forced_cells():
     forbid[t.cell_index(("B", "I"))] = True
     force = np.zeros(t.n_cells, bool)
     force[t.cell_index(("C", "III"))] = True
-    r = suppress(t, x, sens, 30.0 * sens, 30.0 * sens, cost=cell_costs("value", x),
-                 forbidden=forbid, forced=force, method="exact")
+    r = suppress(
+        TableProblem.of(t, x, sens, 30.0 * sens, 30.0 * sens),
+        cost=cell_costs("value", x),
+        forbidden=forbid,
+        forced=force,
+        method="exact",
+    )
     assert r.safe and not r.suppressed[forbid].any() and r.suppressed[force].all()
     # Forbid every other cell of row A and column I: nothing can protect A,I.
     for k in [("A", "II"), ("A", "III"), ("C", "I"), ("A", "Total"), ("Total", "I")]:
         forbid[t.cell_index(k)] = True
-    none = suppress(t, x, sens, 30.0 * sens, 30.0 * sens, cost=cell_costs("value", x),
-                    forbidden=forbid, method="fast")
+    none = suppress(
+        TableProblem.of(t, x, sens, 30.0 * sens, 30.0 * sens),
+        cost=cell_costs("value", x),
+        forbidden=forbid,
+        method="fast",
+    )
     assert none.status == "no_safe_pattern" and not none.suppressed.any()
     assert "cannot be protected" in none.message
 
@@ -90,7 +115,7 @@ def test_zero_cells_are_not_complements():
     t, x = seed_table([[100, 0, 150], [250, 150, 300], [600, 450, 500]])
     sens = np.zeros(t.n_cells, bool)
     sens[t.cell_index(("A", "I"))] = True
-    r = suppress(t, x, sens, 10.0 * sens, 10.0 * sens, cost=cell_costs("unity", x))
+    r = suppress(TableProblem.of(t, x, sens, 10.0 * sens, 10.0 * sens), cost=cell_costs("unity", x))
     assert r.safe and not r.suppressed[t.cell_index(("A", "II"))]
 
 
@@ -105,16 +130,16 @@ def test_cost_kinds():
 
 def random_instance(draw, three_d: bool):
     """A random table with a hierarchy in the first dimension and p%/frequency sensitivity."""
-    dims = [Hierarchy.from_children("r", {"T": ["g1", "g2"], "g1": ["a", "b"],
-                                          "g2": ["c", "d", "e"]}),
-            Hierarchy.flat("c", ["x", "y", "z"], "T")]
+    dims = [
+        Hierarchy.from_children("r", {"T": ["g1", "g2"], "g1": ["a", "b"], "g2": ["c", "d", "e"]}),
+        Hierarchy.flat("c", ["x", "y", "z"], "T"),
+    ]
     if three_d:
         dims.append(Hierarchy.flat("k", ["u", "v"], "T"))
     t = Table(dims)
     leaves = np.flatnonzero(t.is_leaf)
     n_contrib = draw(st.lists(st.integers(0, 4), min_size=len(leaves), max_size=len(leaves)))
-    amounts = draw(st.lists(st.integers(1, 100), min_size=sum(n_contrib),
-                            max_size=sum(n_contrib)))
+    amounts = draw(st.lists(st.integers(1, 100), min_size=sum(n_contrib), max_size=sum(n_contrib)))
     cell = np.repeat(leaves, n_contrib)
     value = np.array(amounts, float)
     leaf_x = np.zeros(t.n_cells)
@@ -125,8 +150,9 @@ def random_instance(draw, three_d: bool):
     known = t.is_leaf.copy()
     verdict = primary.assess(m, ruleset)
     sens = verdict.sensitive & known & (x > 0)
-    unions = UnionSource(m, ruleset, known=known,
-                         contributions=magnitudes.Contributions(cell, value))
+    unions = UnionSource(
+        m, ruleset, known=known, contributions=magnitudes.Contributions(cell, value)
+    )
     return t, x, sens, verdict.upper_protection * sens, verdict.lower_protection * sens, unions
 
 
@@ -138,14 +164,20 @@ def test_every_returned_pattern_passes_the_audit(data, three_d):
     for method in ("fast", "exact"):
         # A short limit: exact may need many no-good cuts for aggregations; at its limit it
         # returns the best safe pattern, which must pass all the same.
-        r = suppress(t, x, sens, up, lo, cost=cell_costs("value", x), method=method,
-                     unions=unions, time_limit=8)
+        r = suppress(
+            TableProblem.of(t, x, sens, up, lo, unions=unions),
+            cost=cell_costs("value", x),
+            method=method,
+            time_limit=8,
+        )
         results[method] = r
         if r.status == "no_safe_pattern":
             assert not r.suppressed.any()
             continue
         assert r.suppressed[sens].all()
-        independent = audit_pattern(t, x, r.suppressed, sens, up, lo, unions=unions)
+        independent = audit_pattern(
+            TableProblem.of(t, x, sens, up, lo, unions=unions), r.suppressed
+        )
         assert independent.verdict == "safe", independent.reasons
     fast, exact = results["fast"], results["exact"]
     if fast.status != "no_safe_pattern" and exact.status == "optimal":
@@ -165,8 +197,8 @@ def test_capacity_cuts_are_tight_where_made_and_valid_elsewhere(seed, sense):
     t, x = seed_table(TABLE_6)
     sens = np.zeros(t.n_cells, bool)
     sens[t.cell_index(("A", "I"))] = True
-    p = prepare(t, x, sens, 30.0 * sens, 30.0 * sens, cell_costs("value", x), None,
-                None, 0.0, np.inf, time.perf_counter() + 30)
+    p = prepare(TableProblem.of(t, x, sens, 30.0 * sens, 30.0 * sens),
+                cell_costs("value", x), None, None, time.perf_counter() + 30)
     att = Attacker(p)
     rng = np.random.default_rng(seed)
     i = t.cell_index(("A", "I"))

@@ -14,6 +14,7 @@ import pytest
 
 from service.sdc import primary
 from service.sdc.audit import audit_pattern
+from service.sdc.problem import TableProblem
 from service.sdc.rules import MinimumFrequency, PPercent
 from service.sdc.suppress import cell_costs, suppress
 from service.sdc.suppress import result as suppress_result
@@ -31,9 +32,14 @@ def instance(name: str):
     g = gen.preset(name, seed=0)
     m = g.magnitudes(RULES.depth)
     v = primary.assess(m, RULES)
-    return (g, v.sensitive, v.upper_protection, v.lower_protection,
-            UnionSource(m, RULES, contributions=g.contributions),
-            cell_costs("value", g.values, g.counts))
+    return (
+        g,
+        v.sensitive,
+        v.upper_protection,
+        v.lower_protection,
+        UnionSource(m, RULES, contributions=g.contributions),
+        cell_costs("value", g.values, g.counts),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +57,12 @@ def square():
 def run(inst, method, limit):
     g, sens, up, lo, unions, cost = inst
     start = time.perf_counter()
-    r = suppress(g.table, g.values, sens, up, lo, cost=cost, unions=unions, method=method,
-                 time_limit=limit)
+    r = suppress(
+        TableProblem.of(g.table, g.values, sens, up, lo, unions=unions),
+        cost=cost,
+        method=method,
+        time_limit=limit,
+    )
     return r, time.perf_counter() - start
 
 
@@ -61,8 +71,9 @@ def check_returned(inst, r):
     g, sens, up, lo, unions, _ = inst
     assert r.safe and r.audit.verdict == "safe" and r.unprotected.size == 0
     assert r.suppressed[sens].all()
-    assert audit_pattern(g.table, g.values, r.suppressed, sens, up, lo, unions=unions,
-                         time_limit=60).safe
+    assert audit_pattern(
+        TableProblem.of(g.table, g.values, sens, up, lo, unions=unions), r.suppressed, time_limit=60
+    ).safe
 
 
 def check_unprotected(inst, r):
@@ -129,8 +140,12 @@ def test_a_table_without_a_safe_pattern_is_not_a_time_limit():
     sens = np.zeros(t.n_cells, bool)
     sens[t.cell_index(("A", "I"))] = True
     forbid = ~sens
-    r = suppress(t, x, sens, 5.0 * sens, 5.0 * sens, cost=cell_costs("value", x),
-                 forbidden=forbid, time_limit=5)
+    r = suppress(
+        TableProblem.of(t, x, sens, 5.0 * sens, 5.0 * sens),
+        cost=cell_costs("value", x),
+        forbidden=forbid,
+        time_limit=5,
+    )
     assert r.status == "no_safe_pattern" and r.unprotected.size == 0
 
 
@@ -148,8 +163,12 @@ def api_body(inst, limit, method):
         if sens[j]:
             c["protection"] = {"upper": float(up[j]), "lower": float(lo[j])}
         cells.append(c)
-    return {"structure": {"dimensions": dims, "tolerance": 1e-6}, "cells": cells,
-            "method": method, "time_limit": limit}
+    return {
+        "structure": {"dimensions": dims, "tolerance": 1e-6},
+        "cells": cells,
+        "method": method,
+        "time_limit": limit,
+    }
 
 
 @pytest.mark.parametrize("method", ["fast", "exact"])

@@ -8,6 +8,7 @@ import pytest
 
 from service.sdc import magnitudes, primary
 from service.sdc.magnitudes import Contributions
+from service.sdc.problem import TableProblem
 from service.sdc.rules import PPercent, PriorPosterior
 from service.sdc.table import Hierarchy, Table
 from service.sdc.unions import check_unions, explicit_aggregations
@@ -31,8 +32,13 @@ def from_lists(t: Table, cells: dict, holdings: dict | None = None) -> Contribut
 
 
 def assess_all(t, contributions, ruleset):
-    m = magnitudes.from_contributions(t.n_cells, contributions.cell, contributions.value,
-                                      holding=contributions.holding, depth=ruleset.depth)
+    m = magnitudes.from_contributions(
+        t.n_cells,
+        contributions.cell,
+        contributions.value,
+        holding=contributions.holding,
+        depth=ruleset.depth,
+    )
     return m, primary.assess(m, ruleset)
 
 
@@ -43,13 +49,16 @@ def test_golden_aggregations(case):
     ruleset = primary.RuleSet((PriorPosterior(rule["p"], rule["q"]),))
     codes = list(case["aggregation"])
     t = one_column_table(codes + ["other"])
-    c = from_lists(t, {k: v["contributions"] for k, v in case["aggregation"].items()}
-                   | {"other": [1000.0, 900.0, 800.0]})
+    c = from_lists(
+        t,
+        {k: v["contributions"] for k, v in case["aggregation"].items()}
+        | {"other": [1000.0, 900.0, 800.0]},
+    )
     m, verdict = assess_all(t, c, ruleset)
     suppressed = np.isin(np.arange(t.n_cells), [t.cell_index((k,)) for k in codes])
     # The sensitive member makes the aggregation worth checking (seed 002 Theorem 2).
     assert verdict.sensitive[suppressed].any()
-    for source in ({"contributions": c}, {}):   # exact path, then the summary path
+    for source in ({"contributions": c}, {}):  # exact path, then the summary path
         result = check_unions(t, m.value, suppressed, verdict.sensitive, m, ruleset, **source)
         assert result.checked.tolist() == [True]
         assert result.value.tolist() == [sum(v["value"] for v in case["aggregation"].values())]
@@ -66,10 +75,13 @@ def test_table_4_singleton_roll_up_is_unsafe():
     sensitive = verdict.sensitive
     assert sensitive.sum() == 2
     known = np.isin(np.arange(t.n_cells), c.cell)
-    result = check_unions(t, values, suppressed, sensitive, m, ruleset, known=known,
-                          contributions=c)
-    rows = {t.describe_relation(r): (ok, bad) for r, ok, bad in
-            zip(result.relation, result.checked, result.sensitive)}
+    result = check_unions(
+        t, values, suppressed, sensitive, m, ruleset, known=known, contributions=c
+    )
+    rows = {
+        t.describe_relation(r): (ok, bad)
+        for r, ok, bad in zip(result.relation, result.checked, result.sensitive)
+    }
     # Row A: checked and sensitive. Columns I and III: B,I and B,III have no contributions.
     assert sum(bad for _, bad in rows.values()) == 1
     assert sum(ok for ok, _ in rows.values()) == 1
@@ -86,23 +98,25 @@ def test_shared_holding_across_cells_is_one_respondent():
     ruleset = primary.RuleSet((PPercent(10.0),))
     cells = {"a": [50.0, 30.0, 20.0], "b": [50.0, 30.0, 20.0], "c": [100.0, 100.0]}
     distinct = from_lists(t, cells)
-    shared = from_lists(t, cells, holdings={"a": [7, -1, -1], "b": [7, -1, -1],
-                                            "c": [-1, -1]})
+    shared = from_lists(t, cells, holdings={"a": [7, -1, -1], "b": [7, -1, -1], "c": [-1, -1]})
     suppressed = np.isin(np.arange(t.n_cells), [t.cell_index(("a",)), t.cell_index(("b",))])
-    sensitive = suppressed.copy()   # declared sensitive, to make the union worth checking
+    sensitive = suppressed.copy()  # declared sensitive, to make the union worth checking
     m, _ = assess_all(t, distinct, ruleset)
     # Distinct: union 50,50,30,30,20,20 (X = 200): x1 - p/100 x1 ... remainder 100 > 5.
-    assert not check_unions(t, m.value, suppressed, sensitive, m, ruleset,
-                            contributions=distinct).sensitive.any()
+    assert not check_unions(
+        t, m.value, suppressed, sensitive, m, ruleset, contributions=distinct
+    ).sensitive.any()
     # Shared: holding 7 contributes 100; remainder after 100 and 30 is 70 > 10: still safe.
     # With p = 80 the shared case is sensitive (70 < 80) and the distinct one is not
     # (remainder 100 > 40).
     strict = primary.RuleSet((PPercent(80.0),))
     m_strict, _ = assess_all(t, distinct, strict)
-    assert check_unions(t, m.value, suppressed, sensitive, m_strict, strict,
-                        contributions=shared).sensitive.tolist() == [True]
-    assert check_unions(t, m.value, suppressed, sensitive, m_strict, strict,
-                        contributions=distinct).sensitive.tolist() == [False]
+    assert check_unions(
+        t, m.value, suppressed, sensitive, m_strict, strict, contributions=shared
+    ).sensitive.tolist() == [True]
+    assert check_unions(
+        t, m.value, suppressed, sensitive, m_strict, strict, contributions=distinct
+    ).sensitive.tolist() == [False]
 
 
 def test_only_relations_with_two_suppressed_cells_and_a_sensitive_one():
@@ -133,10 +147,13 @@ def test_audit_pattern_verdicts_on_table_4():
     protection = 0.5 * values * verdict.sensitive
     known = np.isin(np.arange(t.n_cells), c.cell)
     source = UnionSource(m, ruleset, known=known, contributions=c)
-    with_unions = audit_pattern(t, values, suppressed, verdict.sensitive, protection,
-                                protection, unions=source)
-    intervals_only = audit_pattern(t, values, suppressed, verdict.sensitive, protection,
-                                   protection)
+    with_unions = audit_pattern(
+        TableProblem.of(t, values, verdict.sensitive, protection, protection, unions=source),
+        suppressed,
+    )
+    intervals_only = audit_pattern(
+        TableProblem.of(t, values, verdict.sensitive, protection, protection), suppressed
+    )
     # Safe by the intervals alone, and the reply says the aggregations were not checked.
     assert intervals_only.verdict == "safe"
     assert "not checked" in intervals_only.reasons[0]
@@ -149,8 +166,12 @@ def test_audit_pattern_verdicts_on_table_4():
     # Publishing a sensitive cell is unsafe whatever the intervals say.
     leaked = suppressed.copy()
     leaked[t.cell_index(("A", "I"))] = False
-    assert audit_pattern(t, values, leaked, verdict.sensitive, protection, protection
-                         ).verdict == "unsafe"
+    assert (
+        audit_pattern(
+            TableProblem.of(t, values, verdict.sensitive, protection, protection), leaked
+        ).verdict
+        == "unsafe"
+    )
 
 
 def test_audit_pattern_never_calls_uncertified_safe():
@@ -161,11 +182,13 @@ def test_audit_pattern_never_calls_uncertified_safe():
     sensitive = np.zeros(t.n_cells, bool)
     sensitive[t.cell_index(("A", "I"))] = True
     # Seed 002 Example 2: upper protection 30 (190 - 160) is met by the interval [80, 200].
-    ok = audit_pattern(t, values, suppressed, sensitive, 30.0, 0.0)
+    ok = audit_pattern(TableProblem.of(t, values, sensitive, 30.0, 0.0), suppressed)
     assert ok.verdict == "safe"
-    too_much = audit_pattern(t, values, suppressed, sensitive, 41.0, 0.0)
+    too_much = audit_pattern(TableProblem.of(t, values, sensitive, 41.0, 0.0), suppressed)
     assert too_much.verdict == "unsafe"
     i = list(too_much.intervals.cells).index(t.cell_index(("A", "I")))
     assert too_much.protection.missing_upper[i] == pytest.approx(1.0)
-    rushed = audit_pattern(t, values, suppressed, sensitive, 30.0, 0.0, time_limit=1e-9)
+    rushed = audit_pattern(
+        TableProblem.of(t, values, sensitive, 30.0, 0.0), suppressed, time_limit=1e-9
+    )
     assert rushed.verdict == "uncertified"

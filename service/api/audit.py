@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, Request
 from schemas.errors import ErrorReply
 from schemas.tables import AuditReply, AuditRequest
 from service.sdc.audit import PatternAudit, audit_pattern
+from service.sdc.problem import TableProblem
 
 from . import tables
 from .access import Caller, current_caller
@@ -49,12 +50,18 @@ def _audit(body: AuditRequest, spec, disclose: bool, time_limit: float):
     tables.check_additivity(inputs, body.structure.tolerance)
     suppressed = np.zeros(inputs.space.n_cells, bool)
     suppressed[inputs.cell_of_request[[i for i, c in enumerate(body.cells) if c.suppressed]]] = True
-    result = audit_pattern(inputs.space, inputs.values, suppressed, inputs.sensitive,
-                           inputs.upper_protection, inputs.lower_protection,
-                           inputs.lower_bounds, inputs.upper_bounds, unions=inputs.unions,
-                           time_limit=time_limit, tolerance=body.structure.tolerance)
+    result = audit_pattern(table_problem(inputs, body.structure.tolerance), suppressed,
+                           time_limit=time_limit)
     return (audit_reply(inputs, suppressed, result, time_limit, disclose=disclose),
             (result.intervals.status, result.intervals.seconds))
+
+
+def table_problem(inputs: tables.TableInputs, tolerance: float) -> TableProblem:
+    """The core's problem of a request's table (audit and suppression)."""
+    return TableProblem.of(inputs.space, inputs.values, inputs.sensitive,
+                           inputs.upper_protection, inputs.lower_protection,
+                           inputs.lower_bounds, inputs.upper_bounds, unions=inputs.unions,
+                           tolerance=tolerance)
 
 
 def decisions_only(reply: dict) -> dict:

@@ -15,7 +15,7 @@ from service.sdc.suppress import SuppressionResult, cell_costs, suppress
 from . import tables
 from .access import Caller, current_caller
 from .body import openapi_body, validated
-from .audit import audit_reply
+from .audit import audit_reply, table_problem
 from .responses import JSONBytes
 from .work import compute
 
@@ -96,12 +96,9 @@ def _suppress(body: SuppressRequest, spec, disclose: bool, time_limit: float,
     cost = cell_costs(body.cost, inputs.values, inputs.n_contributors, weights)
     left = time_limit - (time.perf_counter() - started) \
         - min(REPLY_SECONDS, REPLY_SHARE * time_limit)
-    result = suppress(inputs.space, inputs.values, inputs.sensitive, inputs.upper_protection,
-                      inputs.lower_protection, cost=cost, forbidden=forbidden, forced=forced,
-                      lower_bounds=inputs.lower_bounds, upper_bounds=inputs.upper_bounds,
-                      unions=inputs.unions, method=body.method,
-                      time_limit=max(left, 1e-3),
-                      tolerance=body.structure.tolerance)
+    result = suppress(table_problem(inputs, body.structure.tolerance), cost=cost,
+                      forbidden=forbidden, forced=forced, method=body.method,
+                      time_limit=max(left, 1e-3))
     return _reply(inputs, result, time_limit, disclose)
 
 

@@ -27,6 +27,7 @@ from . import highs
 from .aggregations import check_aggregations
 from .errors import InputError
 from .highs import Outcome
+from .problem import TableProblem, bounds, relations_of
 
 # Published values must satisfy relations and bounds to this relative tolerance (relative
 # to the magnitude of the terms involved, at least 1); beyond it the table is inconsistent.
@@ -91,16 +92,7 @@ class _Problem:
 
 def _check_inputs(relations, values, suppressed, lower_bounds, upper_bounds,
                   time_limit, tolerance=0.0) -> _Problem:
-    a = getattr(relations, "relations", relations)
-    if not sp.issparse(a):
-        a = np.asarray(a, dtype=float)
-        if a.ndim != 2:
-            raise InputError("relations must be a 2-D matrix or a table", field="relations")
-    a = sp.csr_matrix(a, dtype=float)
-    if (a.data == 0).any():
-        # Stored zeros would count as a cell taking part in a relation.
-        a = a.copy()
-        a.eliminate_zeros()
+    a = relations_of(relations)
     n = a.shape[1]
     x = np.asarray(values, dtype=float)
     if x.shape != (n,):
@@ -115,23 +107,7 @@ def _check_inputs(relations, values, suppressed, lower_bounds, upper_bounds,
         cell = int(np.flatnonzero(bad)[0])
         raise InputError(f"published cell {cell} has no finite value", field="values",
                          cell=cell)
-    bounds = []
-    for name, b in (("lower_bounds", lower_bounds), ("upper_bounds", upper_bounds)):
-        try:
-            b = np.broadcast_to(np.asarray(b, dtype=float), (n,)).copy()
-        except ValueError:
-            raise InputError(f"{name} must be a number or have one entry per cell ({n})",
-                             field=name) from None
-        if np.isnan(b).any():
-            cell = int(np.flatnonzero(np.isnan(b))[0])
-            raise InputError(f"{name} of cell {cell} is nan", field=name, cell=cell)
-        bounds.append(b)
-    lb, ub = bounds
-    if (lb > ub).any() or np.isposinf(lb).any() or np.isneginf(ub).any():
-        cell = int(np.flatnonzero((lb > ub) | np.isposinf(lb) | np.isneginf(ub))[0])
-        # No numbers in messages: bounds can be confidential (issue 6, confidentiality).
-        raise InputError(f"bounds of cell {cell} are empty (lower above upper, or infinite)",
-                         field="lower_bounds", cell=cell)
+    lb, ub = bounds(lower_bounds, upper_bounds, n)
     if not time_limit > 0:
         raise InputError("time_limit must be > 0 seconds", field="time_limit")
     if not (np.isfinite(tolerance) and tolerance >= 0):
@@ -568,23 +544,21 @@ class PatternAudit:
         return self.aggregations.derived
 
 
-def audit_pattern(relations, values, suppressed, sensitive, upper_protection,
-                  lower_protection, lower_bounds=0.0, upper_bounds=np.inf, *,
-                  unions=None, time_limit: float = 60.0, tolerance: float = 0.0
+def audit_pattern(problem: TableProblem, suppressed, *, time_limit: float = 60.0
                   ) -> PatternAudit:
     """Audit a suppression pattern: intervals, protection levels and every aggregation.
 
     Parameters
     ----------
-    relations, values, suppressed, lower_bounds, upper_bounds, time_limit, tolerance
-        As for :func:`feasibility_intervals`; ``time_limit`` covers the whole audit.
-    sensitive : array_like of bool, shape (n_cells,)
-        Cells that need protection (primary sensitive cells).
-    upper_protection, lower_protection : array_like, shape (n_cells,)
-        Their protection levels (seed 000, table "Upper protection levels").
-    unions : service.sdc.unions.UnionSource, optional
-        Magnitudes and rules for the aggregations of suppressed cells (seed 002 sections
-        3-6, seed 003 B.2.a.i); without it that part is not checked and the reasons say so.
+    problem : TableProblem
+        Relations, values, a-priori bounds, sensitive cells and their protection levels
+        (seed 000, table "Upper protection levels"), and the contributions (``unions``) for
+        the aggregations of suppressed cells (seed 002 sections 3-6, seed 003 B.2.a.i);
+        without them that part is not checked and the reasons say so.
+    suppressed : array_like of bool, shape (n_cells,)
+        The pattern.
+    time_limit : float
+        Seconds for the whole audit.
 
     Returns
     -------
@@ -603,16 +577,15 @@ def audit_pattern(relations, values, suppressed, sensitive, upper_protection,
     it ``infeasible``.
     """
     start = time.perf_counter()
-    values = np.asarray(values, dtype=float)
-    sensitive = np.asarray(sensitive, dtype=bool)
+    values, sensitive, unions = problem.values, problem.sensitive, problem.unions
+    relations = problem.structure
     suppressed = np.asarray(suppressed, dtype=bool)
-    upper_protection = np.broadcast_to(np.asarray(upper_protection, float), values.shape)
-    lower_protection = np.broadcast_to(np.asarray(lower_protection, float), values.shape)
-    iv = feasibility_intervals(relations, values, suppressed, lower_bounds, upper_bounds,
-                               time_limit=time_limit, tolerance=tolerance)
+    iv = feasibility_intervals(problem.relations, values, suppressed, problem.lower_bounds,
+                               problem.upper_bounds, time_limit=time_limit,
+                               tolerance=problem.tolerance)
     c = iv.cells
-    check = check_protection(values[c], iv.lower, iv.upper, upper_protection[c],
-                             lower_protection[c], sensitive[c], iv.certified)
+    check = check_protection(values[c], iv.lower, iv.upper, problem.upper_protection[c],
+                             problem.lower_protection[c], sensitive[c], iv.certified)
     published_sensitive = np.flatnonzero(sensitive & ~suppressed)
     union_check = aggregations = None
     if unions is not None and iv.status != "infeasible":

@@ -65,6 +65,7 @@ import numpy as np
 
 from ..audit import audit_pattern
 from ..errors import InputError
+from ..problem import TableProblem
 from .exact import exact
 from .fast import protect, protect_aggregations, remove_superfluous
 from .lps import Attacker, Cheapest
@@ -75,33 +76,23 @@ METHODS = ("fast", "exact")
 __all__ = ["COST_KINDS", "METHODS", "SuppressionResult", "cell_costs", "suppress"]
 
 
-def suppress(relations, values, sensitive, upper_protection, lower_protection, *, cost,
-             forbidden=None, forced=None, lower_bounds=0.0, upper_bounds=np.inf,
-             unions=None, method: str = "fast", time_limit: float = 60.0,
-             tolerance: float = 0.0) -> SuppressionResult:
+def suppress(problem: TableProblem, *, cost, forbidden=None, forced=None,
+             method: str = "fast", time_limit: float = 60.0) -> SuppressionResult:
     """Choose secondary suppressions that protect every sensitive cell.
 
     Parameters
     ----------
-    relations : scipy.sparse matrix or Table or LinkedTables
-    values : array_like, shape (n_cells,)
-        True cell values (additive).
-    sensitive : array_like of bool
-    upper_protection, lower_protection : array_like
-        Protection levels (seed 000, table "Upper protection levels").
+    problem : TableProblem
+        The table: relations, true (additive) values, a-priori bounds of the intruder,
+        sensitive cells with their protection levels (seed 000, table "Upper protection
+        levels") and, for the aggregation check, the contributions (``unions``).
     cost : array_like
         Per-cell cost (:func:`cell_costs`).
     forbidden, forced : array_like of bool, optional
         Cells that may not be suppressed (key figures) / must be.
-    lower_bounds, upper_bounds : float or array_like
-        A-priori bounds of the intruder (default non-negativity).
-    unions : service.sdc.unions.UnionSource, optional
-        To check the implicitly published unions of the pattern.
     method : {"fast", "exact"}
     time_limit : float
         Seconds for the whole call, audit included.
-    tolerance : float
-        Additivity tolerance, passed to the audit.
 
     Returns
     -------
@@ -119,16 +110,15 @@ def suppress(relations, values, sensitive, upper_protection, lower_protection, *
     audit_share = 0.25
     end = start + time_limit
     deadline = start + (1.0 - audit_share) * time_limit
-    p = prepare(relations, values, sensitive, upper_protection, lower_protection, cost,
-                 forbidden, forced, lower_bounds, upper_bounds, deadline)
+    p = prepare(problem, cost, forbidden, forced, deadline)
     att = Attacker(p)
     cheapest = Cheapest(p)
     y, status, message, iters, witness = protect(p, att, cheapest)
     lower_bound = np.nan
 
     def done(y, status, message, **how) -> SuppressionResult:
-        return finish(p, att, relations, y, status, message, lower_bound, iters, unions,
-                       method, start, end, tolerance, **how)
+        return finish(p, att, y, status, message, lower_bound, iters, method, start, end,
+                      **how)
 
     if y is None:
         return done(None, status, message, partial=witness if status == "time_limit" else None)
@@ -145,7 +135,7 @@ def suppress(relations, values, sensitive, upper_protection, lower_protection, *
                 start + 1.25 * spent + 2.0)
     y = remove_superfluous(p, att, y, witness, until)
     # The exact method's incumbent must be safe in every respect (see exact).
-    protected, why = protect_aggregations(p, relations, y, unions, cheapest)
+    protected, why = protect_aggregations(p, y, cheapest)
     if protected is None:
         if not why.startswith("time limit"):
             return done(None, "no_safe_pattern", why)
@@ -159,9 +149,7 @@ def suppress(relations, values, sensitive, upper_protection, lower_protection, *
     # but the audit cannot certify in time falls back to it; the MIP stops early enough
     # for an audit like this one (twice its time) or the reserved share, if longer.
     begun = time.perf_counter()
-    first = audit_pattern(relations, p.values, y, p.sensitive, p.upl, p.lpl,
-                          p.lower_bounds, p.upper_bounds, unions=unions,
-                          time_limit=max(end - begun, 1e-3), tolerance=tolerance)
+    first = audit_pattern(p.table, y, time_limit=max(end - begun, 1e-3))
     known = (y, first)
     if first.verdict == "uncertified":
         return done(y, status, message, known=known)
@@ -170,7 +158,7 @@ def suppress(relations, values, sensitive, upper_protection, lower_protection, *
     if time.perf_counter() >= p.deadline:
         return done(y, "time_limit", "time limit reached before the MIP could start; the "
                     "fast method's pattern is returned", known=known)
-    y, status, message, lower_bound, iters = exact(p, att, y, relations, unions)
+    y, status, message, lower_bound, iters = exact(p, att, y)
     return done(y, status, message, known=known)
 
 

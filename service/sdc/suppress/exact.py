@@ -13,10 +13,10 @@ from .. import highs
 from ..highs import Outcome
 from .fast import check_pattern
 from .lps import Attacker, unprotected
-from .problem import Problem
+from .problem import SearchProblem
 
 
-def exact(p: Problem, att: Attacker, incumbent: np.ndarray, relations, unions):
+def exact(p: SearchProblem, att: Attacker, incumbent: np.ndarray):
     """Fischetti-Salazar branch-and-cut by iterated MIP solves with capacity cuts.
 
     ``incumbent`` must be safe (intervals and unions): it satisfies every cut, so it starts
@@ -69,7 +69,7 @@ def exact(p: Problem, att: Attacker, incumbent: np.ndarray, relations, unions):
         if missing:
             _add_cuts(h, att, missing, y.astype(float))
             continue
-        check = check_pattern(p, relations, y, unions)
+        check = check_pattern(p, y)
         if check is not None and check.status == "undecided":
             return best, "time_limit", "time limit reached checking the aggregations of " \
                 "a pattern", lower, iters
@@ -89,7 +89,7 @@ def _add_cuts(h: highspy.Highs, att: Attacker, missing, y: np.ndarray) -> None:
         h.addRow(level, highspy.kHighsInf, len(nz), nz.astype(np.int32), coef[nz])
 
 
-def _root_cuts(h: highspy.Highs, p: Problem, att: Attacker, n: int,
+def _root_cuts(h: highspy.Highs, p: SearchProblem, att: Attacker, n: int,
                max_rounds: int = 200) -> int:
     """Cutting planes on the LP relaxation of the master before any branching: the
     attacker LP with fractional room ``y_j U_j`` separates capacity cuts just as for a
@@ -112,7 +112,7 @@ def _root_cuts(h: highspy.Highs, p: Problem, att: Attacker, n: int,
 
 
 
-def _aggregation_no_goods(p: Problem, y: np.ndarray, check):
+def _aggregation_no_goods(p: SearchProblem, y: np.ndarray, check):
     """For each sensitive aggregation: suppress another cell of the relations it is read
     from, or drop a non-forced member. Valid: a pattern that keeps those published cells
     published and the members suppressed publishes the same aggregation."""

@@ -10,10 +10,10 @@ import numpy as np
 from .. import highs
 from ..aggregations import Requirements, check_aggregations
 from .lps import Attacker, Cheapest
-from .problem import Problem, requirements
+from .problem import SearchProblem, requirements
 
 
-def protect(p: Problem, att: Attacker, cheapest: Cheapest):
+def protect(p: SearchProblem, att: Attacker, cheapest: Cheapest):
     """Protect one requirement at a time by a cheapest complementary set (module doc).
 
     Returns (pattern, status, message, protection LPs, witnesses); when the time runs out
@@ -51,7 +51,7 @@ def protect(p: Problem, att: Attacker, cheapest: Cheapest):
 
 
 
-def remove_superfluous(p: Problem, att: Attacker, y: np.ndarray, witness: list,
+def remove_superfluous(p: SearchProblem, att: Attacker, y: np.ndarray, witness: list,
                         deadline: float) -> np.ndarray:
     """Drop secondary suppressions, most expensive first, while all stay protected.
 
@@ -88,17 +88,18 @@ def remove_superfluous(p: Problem, att: Attacker, y: np.ndarray, witness: list,
 
 
 
-def check_pattern(p: Problem, relations, y: np.ndarray, unions, screen_only: bool = False):
+def check_pattern(p: SearchProblem, y: np.ndarray, screen_only: bool = False):
     """The aggregation check of pattern ``y`` (cells derived through the a-priori bounds
     are left to the final audit), or ``None`` without contributions or a union rule."""
-    if unions is None:
+    if p.table.unions is None:
         return None
-    return check_aggregations(relations, p.values, y, unions, deadline=p.deadline,
+    return check_aggregations(p.table.structure, p.values, y, p.table.unions,
+                              deadline=p.deadline,
                               screen_only=screen_only)
 
 
 
-def protect_aggregations(p: Problem, relations, y: np.ndarray, unions,
+def protect_aggregations(p: SearchProblem, y: np.ndarray,
                           cheapest: Cheapest, max_rounds: int = 200):
     """Suppress until no aggregation is sensitive (fast method; the incumbent of exact).
 
@@ -108,13 +109,13 @@ def protect_aggregations(p: Problem, relations, y: np.ndarray, unions,
     as in :func:`protect`, until the screen proves every group. A group it cannot handle (a
     holding spanning cells) is left to the full check of the final audit. Returns
     (pattern or None, why)."""
-    if unions is None:
+    if p.table.unions is None:
         return y, ""
-    needs = Requirements(relations, unions)
+    needs = Requirements(p.table.structure, p.table.unions)
     room_cap = np.maximum(p.room_up, p.room_down)
     y = y.copy()
     for _ in range(max_rounds):
-        check = check_pattern(p, relations, y, unions, screen_only=True)
+        check = check_pattern(p, y, screen_only=True)
         todo = [r for found in check.found for r in needs.of(found)]
         todo += [r for k, atom in dict.fromkeys(check.failing) for r in needs.at(k, atom)]
         if not todo:

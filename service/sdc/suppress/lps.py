@@ -14,7 +14,7 @@ import scipy.sparse as sp
 
 from .. import highs
 from ..highs import Outcome
-from .problem import Problem, requirements
+from .problem import SearchProblem, requirements
 
 # Deviations below this share of a protection level do not make a cell a complement.
 _SUPPORT_RTOL = highs.FEASIBILITY_RTOL
@@ -26,7 +26,7 @@ class Attacker:
     model's columns only changes column bounds and an attack only the costs, so every solve
     starts from the last basis; a pattern reaching beyond them rebuilds the model."""
 
-    def __init__(self, p: Problem):
+    def __init__(self, p: SearchProblem):
         self.p = p
         self.n = p.a.shape[1]
         self.a_csc = p.a.tocsc()
@@ -111,7 +111,7 @@ class Cheapest:
     ``|z_j|`` priced ``c_j / level`` (nearly free for cells already suppressed); its support
     is what to suppress. One HiGHS model; a requirement changes costs and bounds only."""
 
-    def __init__(self, p: Problem):
+    def __init__(self, p: SearchProblem):
         self.p = p
         n, n_rows = len(p.values), p.a.shape[0]
         self.n = n
@@ -149,7 +149,7 @@ class Cheapest:
         return np.flatnonzero((z[:n] + z[n:]) > _SUPPORT_RTOL * level), "optimal"
 
 
-def unprotected(att: Attacker, p: Problem, y: np.ndarray):
+def unprotected(att: Attacker, p: SearchProblem, y: np.ndarray):
     """The requirements the pattern ``y`` misses: (cell, direction, level, prices)."""
     att.set_pattern(y)
     missing = []

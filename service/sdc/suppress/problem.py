@@ -6,12 +6,13 @@ See :mod:`service.sdc.suppress` for the model and the readings applied by :func:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..errors import InputError
+from ..problem import TableProblem
 
 COST_KINDS = ("value", "unity", "contributors", "log", "weights")
 #: A sensitive cell with no protection level must still not be disclosed exactly: it gets
@@ -55,7 +56,12 @@ def cell_costs(kind: str, values, counts=None, weights=None) -> np.ndarray:
 
 
 @dataclass
-class Problem:
+class SearchProblem:
+    """The table problem as the search sees it: levels floored and capped (module
+    :mod:`service.sdc.suppress`, Readings), rooms capped, which cells may be complements;
+    ``table`` is the problem with those levels, the one every pattern is audited on."""
+
+    table: TableProblem
     a: sp.csr_matrix
     values: np.ndarray
     sensitive: np.ndarray
@@ -72,7 +78,7 @@ class Problem:
 
 
 
-def requirements(p: Problem) -> list[tuple[int, float, float]]:
+def requirements(p: SearchProblem) -> list[tuple[int, float, float]]:
     """(cell, direction, level) of every protection requirement, largest cells first."""
     order = np.flatnonzero(p.sensitive)
     order = order[np.argsort(-np.abs(p.values[order]), kind="stable")]
@@ -85,26 +91,24 @@ def requirements(p: Problem) -> list[tuple[int, float, float]]:
 
 
 
-def prepare(relations, values, sensitive, upper_protection, lower_protection, cost,
-             forbidden, forced, lower_bounds, upper_bounds, deadline) -> Problem:
-    a = sp.csr_matrix(getattr(relations, "relations", relations), dtype=float)
-    n = a.shape[1]
-    x = np.asarray(values, dtype=float)
-    vec = lambda v, d: np.broadcast_to(np.asarray(d if v is None else v, dtype=float),  # noqa: E731
-                                       (n,)).copy()
-    sens = np.asarray(sensitive, dtype=bool)
-    upl, lpl = vec(upper_protection, 0.0), vec(lower_protection, 0.0)
-    upl = np.where(sens, upl, 0.0)
-    lpl = np.where(sens, lpl, 0.0)
+def prepare(table: TableProblem, cost, forbidden, forced, deadline: float) -> SearchProblem:
+    """The search's view of ``table`` (module :mod:`service.sdc.suppress`, Readings)."""
+    a, x, sens = table.relations, table.values, table.sensitive
+    n = len(x)
+    upl, lpl = table.upper_protection, table.lower_protection
+    lb, ub = table.lower_bounds, table.upper_bounds
+    if not np.isfinite(x).all():
+        j = int(np.flatnonzero(~np.isfinite(x))[0])
+        raise InputError("cell values must be finite numbers", field="values", cell=j)
     floor = MIN_LEVEL_RTOL * np.maximum(1.0, np.abs(x))
     upl = np.where(sens & (upl + lpl <= 0), floor, upl)
-    lb, ub = vec(lower_bounds, 0.0), vec(upper_bounds, np.inf)
     cap = 2.0 * np.abs(x).max(initial=0.0) + upl.max(initial=0.0) + 1.0
     room_up = np.minimum(ub - x, cap)
     room_down = np.minimum(x - lb, cap)
     if (room_up < 0).any() or (room_down < 0).any():
         j = int(np.flatnonzero((room_up < 0) | (room_down < 0))[0])
-        raise InputError(f"cell {j} lies outside its a-priori bounds", field="lower_bound", cell=j)
+        raise InputError(f"cell {j} lies outside its a-priori bounds", field="lower_bounds",
+                         cell=j)
     # No intruder is less certain than the a-priori range: levels beyond it are capped.
     upl = np.minimum(upl, np.minimum(ub - x, np.inf))
     lpl = np.minimum(lpl, x - lb)
@@ -114,9 +118,11 @@ def prepare(relations, values, sensitive, upper_protection, lower_protection, co
     if both.any():
         j = int(np.flatnonzero(both)[0])
         raise InputError("a cell cannot be both forbidden and sensitive or forced",
-                         field="forbid", cell=j)
+                         field="forbidden", cell=j)
     allowed = ~forbidden & (x != 0)
-    return Problem(a, x, sens, upl, lpl, room_up, room_down, np.asarray(cost, float),
-                    allowed | sens | forced, forced | sens, lb, ub, deadline)
+    audited = replace(table, upper_protection=upl, lower_protection=lpl)
+    return SearchProblem(audited, a, x, sens, upl, lpl, room_up, room_down,
+                         np.asarray(cost, float), allowed | sens | forced, forced | sens, lb,
+                         ub, deadline)
 
 

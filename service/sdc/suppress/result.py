@@ -74,8 +74,8 @@ class SuppressionResult:
 
 
 
-def finish(p, att, relations, y, status, message, lower_bound, iters, unions, method, start,
-            end, tolerance, *, partial=None, unfinished=None, known=None
+def finish(p, att, y, status, message, lower_bound, iters, method, start, end, *,
+           partial=None, unfinished=None, known=None
             ) -> SuppressionResult:
     """The result: ``y`` returned only if it passed the full audit, run with the time left
     until ``end`` (or taken from ``known``, an audited ``(pattern, audit)``, for that same
@@ -122,10 +122,7 @@ def finish(p, att, relations, y, status, message, lower_bound, iters, unions, me
     if known is not None and np.array_equal(known[0], y):
         audit = known[1]
     else:
-        audit = audit_pattern(relations, p.values, y, p.sensitive, p.upl, p.lpl,
-                              p.lower_bounds, p.upper_bounds, unions=unions,
-                              time_limit=max(end - time.perf_counter(), 1e-3),
-                              tolerance=tolerance)
+        audit = audit_pattern(p.table, y, time_limit=max(end - time.perf_counter(), 1e-3))
     if audit.safe:
         if unfinished is not None:
             message = f"{unfinished}, but the audit proved the pattern safe"

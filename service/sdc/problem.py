@@ -1,0 +1,141 @@
+"""A table protection problem: what the audit and the suppression methods take.
+
+One object carries what seed 000 ("Secondary tabular data protection methods") and seed 002
+section 3 call the input of the cell suppression problem: the table's linear relations
+``A x = 0`` (from a :class:`~service.sdc.table.Table`, linked tables, or a bare matrix),
+the cell values, the intruder's a-priori bounds, the sensitive cells with their upper and
+lower protection levels, the contributions behind the cells (for the aggregation check of
+seed 002 sections 3-6) and the additivity tolerance the table was accepted with.
+
+:meth:`TableProblem.of` checks shapes and numbers once, naming the offending input and
+cell in core terms (:class:`~service.sdc.errors.InputError` fields ``values``,
+``sensitive``, ``upper_protection``, ``lower_protection``, ``lower_bounds``,
+``upper_bounds``, ``tolerance``); the layer that built the problem from a request maps
+those to its own field names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+import numpy as np
+import scipy.sparse as sp
+
+from .errors import InputError
+
+if TYPE_CHECKING:
+    from .unions import UnionSource
+
+
+@dataclass(frozen=True, eq=False)
+class TableProblem:
+    """Relations, values, bounds, sensitivity, protection levels, contributions.
+
+    Attributes
+    ----------
+    structure : Table, LinkedTables or scipy.sparse matrix
+        Where the relations come from (a table also tells the aggregation check which
+        cells are leaves).
+    values : numpy.ndarray of float, shape (n_cells,)
+        True cell values.
+    sensitive : numpy.ndarray of bool
+        Cells that need protection.
+    upper_protection, lower_protection : numpy.ndarray of float
+        Their protection levels (seed 000, table "Upper protection levels"); 0 elsewhere.
+    lower_bounds, upper_bounds : numpy.ndarray of float
+        The intruder's a-priori bounds (default ``0`` and ``+inf``).
+    unions : UnionSource or None
+        Contributions and rules for the aggregation check; ``None`` when not known.
+    tolerance : float
+        Absolute additivity tolerance (:func:`service.sdc.audit.feasibility_intervals`).
+    """
+
+    structure: object
+    values: np.ndarray
+    sensitive: np.ndarray
+    upper_protection: np.ndarray
+    lower_protection: np.ndarray
+    lower_bounds: np.ndarray
+    upper_bounds: np.ndarray
+    unions: UnionSource | None = None
+    tolerance: float = 0.0
+
+    @classmethod
+    def of(cls, structure, values, sensitive=None, upper_protection=0.0,
+           lower_protection=0.0, lower_bounds=0.0, upper_bounds=np.inf, *,
+           unions: UnionSource | None = None, tolerance: float = 0.0) -> TableProblem:
+        """A problem from arrays or scalars (broadcast to every cell), checked."""
+        n = relations_of(structure).shape[1]
+        x = np.asarray(values, dtype=float)
+        if x.shape != (n,):
+            raise InputError(f"values must have one entry per cell ({n}), got shape {x.shape}",
+                             field="values")
+        sens = np.zeros(n, bool) if sensitive is None else np.asarray(sensitive, bool)
+        if sens.shape != (n,):
+            raise InputError(f"sensitive must be a boolean mask with one entry per cell ({n})",
+                             field="sensitive")
+        upl = np.where(sens, vector(upper_protection, n, "upper_protection"), 0.0)
+        lpl = np.where(sens, vector(lower_protection, n, "lower_protection"), 0.0)
+        for name, level in (("upper_protection", upl), ("lower_protection", lpl)):
+            bad = ~(level >= 0)
+            if bad.any():
+                raise InputError("protection levels must be numbers >= 0", field=name,
+                                 cell=int(np.flatnonzero(bad)[0]))
+        lb, ub = bounds(lower_bounds, upper_bounds, n)
+        if not (np.isfinite(tolerance) and tolerance >= 0):
+            raise InputError("tolerance must be a finite number >= 0", field="tolerance")
+        return cls(structure, x, sens, upl, lpl, lb, ub, unions, float(tolerance))
+
+    @cached_property
+    def relations(self) -> sp.csr_matrix:
+        """``A``, one row per relation, without stored zeros."""
+        return relations_of(self.structure)
+
+    @property
+    def n_cells(self) -> int:
+        return len(self.values)
+
+
+def relations_of(structure) -> sp.csr_matrix:
+    """The relations matrix ``A`` of a table, linked tables or a matrix, without stored
+    zeros (they would count as a cell taking part in a relation)."""
+    a = getattr(structure, "relations", structure)
+    if not sp.issparse(a):
+        a = np.asarray(a, dtype=float)
+        if a.ndim != 2:
+            raise InputError("relations must be a 2-D matrix or a table", field="relations")
+    a = sp.csr_matrix(a, dtype=float)
+    if (a.data == 0).any():
+        a = a.copy()
+        a.eliminate_zeros()
+    return a
+
+
+def vector(v, n: int, name: str) -> np.ndarray:
+    """``v`` (a number or one per cell) as a float array of ``n`` entries."""
+    try:
+        return np.broadcast_to(np.asarray(v, dtype=float), (n,)).copy()
+    except ValueError:
+        raise InputError(f"{name} must be a number or have one entry per cell ({n})",
+                         field=name) from None
+
+
+def bounds(lower_bounds, upper_bounds, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """A-priori bounds as arrays, checked: numbers, and a non-empty range per cell."""
+    out = []
+    for name, b in (("lower_bounds", lower_bounds), ("upper_bounds", upper_bounds)):
+        b = vector(b, n, name)
+        if np.isnan(b).any():
+            cell = int(np.flatnonzero(np.isnan(b))[0])
+            raise InputError(f"{name} of cell {cell} is nan", field=name, cell=cell)
+        out.append(b)
+    lb, ub = out
+    empty = (lb > ub) | np.isposinf(lb) | np.isneginf(ub)
+    if empty.any():
+        cell = int(np.flatnonzero(empty)[0])
+        # No numbers in messages: bounds can be confidential.
+        raise InputError(f"bounds of cell {cell} are empty (lower above upper, or infinite)",
+                         field="lower_bounds", cell=cell)
+    return lb, ub
