@@ -10,19 +10,31 @@
 # process). /tmp is the only writable path a deployment needs to give (tmpfs / emptyDir).
 # Without SDC_API_KEYS_FILE the service refuses the non-loopback SDC_HOST set here: mount a
 # key file (deploy/compose.yaml, deploy/k8s/).
+#
+# Supply chain: the base image is pinned by digest (the python:3.11-slim index; update it
+# with `docker buildx imagetools inspect python:3.11-slim`, README "The image"), and every
+# dependency, setuptools included, is installed from requirements.lock, which pins each one
+# with its hashes (--require-hashes; wheels only). The project itself goes in without
+# dependencies or build isolation, so nothing unhashed is fetched. A PYTHON_IMAGE given
+# without a digest fails the build.
 
-FROM python:3.11-slim AS build
+ARG PYTHON_IMAGE=python:3.11-slim@sha256:9c900dea9e8fb7e16277c179b555cc72d29a352dbc33cff48ad5a0412fd5bfc7
+
+FROM ${PYTHON_IMAGE} AS build
+ARG PYTHON_IMAGE
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY requirements.lock pyproject.toml README.md ./
 COPY service ./service
 COPY schemas ./schemas
-RUN python -m venv /opt/sdc \
-    && /opt/sdc/bin/pip install --no-cache-dir . \
+RUN case "$PYTHON_IMAGE" in *@sha256:*) ;; *) echo "PYTHON_IMAGE must be pinned by digest" >&2; exit 1;; esac \
+    && python -m venv /opt/sdc \
+    && /opt/sdc/bin/pip install --no-cache-dir --require-hashes --only-binary=:all: -r requirements.lock \
+    && /opt/sdc/bin/pip install --no-cache-dir --no-deps --no-build-isolation . \
     && /opt/sdc/bin/python -m compileall -q -f --invalidation-mode unchecked-hash /opt/sdc/lib
 
-FROM python:3.11-slim
+FROM ${PYTHON_IMAGE}
 LABEL org.opencontainers.image.title="sdc-service" \
       org.opencontainers.image.description="Statistical disclosure control for published tables" \
       org.opencontainers.image.version="0.1.0"

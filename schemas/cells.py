@@ -6,7 +6,12 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-_STRICT = ConfigDict(extra="forbid", allow_inf_nan=False)
+#: The configuration of every request model (and of the profile file): unknown fields are
+#: refused, and values must have their JSON type (strict mode): a number is a JSON number,
+#: not ``"50"`` or ``true``; an integer is written without a fraction (``12``, not ``12.0``);
+#: a boolean is ``true`` or ``false``. An integer is still a number (``"value": 5``), and a
+#: number must be finite.
+STRICT = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
 
 def _code(code: str) -> str:
@@ -29,7 +34,7 @@ CellKey = list[Code]
 class Contribution(BaseModel):
     """One respondent's contribution to a cell."""
 
-    model_config = _STRICT
+    model_config = STRICT
     value: float
     holding: str | None = Field(None, max_length=200,
                                 description="enterprise group; one holding's contributions are summed")
@@ -41,7 +46,7 @@ class Contribution(BaseModel):
 class Summary(BaseModel):
     """A cell summarised by the caller: total, number of contributors, largest contributions."""
 
-    model_config = _STRICT
+    model_config = STRICT
     total: float
     count: float = Field(ge=0, description="number of contributors (holdings)")
     largest: list[float] = Field(default_factory=list, max_length=100,
@@ -53,7 +58,7 @@ class Summary(BaseModel):
 class MagnitudeCell(BaseModel):
     """A cell of a magnitude table, with either ``contributions`` or ``summary``."""
 
-    model_config = _STRICT
+    model_config = STRICT
     key: CellKey = Field(min_length=1, max_length=20, description="one code per dimension")
     contributions: list[Contribution] | None = None
     summary: Summary | None = None

@@ -6,13 +6,14 @@ from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .cells import STRICT
 from .rules import DominanceRule, PPercentRule, PQRule, Rule
 
 Convertible = Annotated[Union[DominanceRule, PPercentRule, PQRule], Field(discriminator="type")]
 
 
 class ConversionRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, json_schema_extra={
+    model_config = ConfigDict(**STRICT, json_schema_extra={
         "examples": [{"rule": {"type": "dominance", "n": 2, "k": 80}},
                      {"rule": {"type": "p_percent", "p": 10}, "negative_factor": 4}]})
     rule: Convertible

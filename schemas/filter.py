@@ -6,11 +6,10 @@ from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .cells import CellKey, Contribution, Summary
+from .cells import STRICT, CellKey, Contribution, Summary
 from .frequency import MAX_COUNT
 from .rules import RuleSet
 
-_STRICT = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 Name = Annotated[str, Field(min_length=1, max_length=200)]
 
@@ -18,7 +17,7 @@ Name = Annotated[str, Field(min_length=1, max_length=200)]
 class QueryRules(BaseModel):
     """The query filter: rules on the query's definition, checked before any figure."""
 
-    model_config = _STRICT
+    model_config = STRICT
     max_dimensions: int | None = Field(None, ge=1, le=20,
                                        description="most variables one query may cross")
     min_population: float | None = Field(
@@ -35,7 +34,7 @@ class QueryRules(BaseModel):
 class RefusePolicy(BaseModel):
     """The AQS approach: a table with any sensitive cell is refused whole."""
 
-    model_config = _STRICT
+    model_config = STRICT
     approach: Literal["refuse"]
     count_threshold: int = Field(3, ge=1, le=1_000_000, description="count cells with "
                                  "0 < count < threshold are sensitive (threshold rule)")
@@ -45,11 +44,13 @@ class NoisePolicy(BaseModel):
     """The ARMS approach: noise on the microdata, then cells failing a criterion are
     suppressed, without complementary suppression."""
 
-    model_config = _STRICT
+    model_config = STRICT
     approach: Literal["noise"]
     d: float = Field(gt=0, lt=0.5, description="noise level (seed 003 B.4: e.g. 0.1)")
     jitter: float = Field(0.0, ge=0, description="spread of multipliers around 1 +- d, < d")
+    # Not strict itself (its numbers are): profiles built in Python code pass a list.
     ratio_range: tuple[float, float] = Field(
+        strict=False,
         description="criterion 1: noisy/true ratio range within which a cell is published")
     min_weighted_count: float = Field(ge=0, description="criterion 2")
     p: float = Field(gt=0, lt=100, description="criterion 3: the p%-rule's p")
@@ -68,7 +69,7 @@ class NoisePolicy(BaseModel):
 class FilterPolicy(BaseModel):
     """The online filter's policy, held in a profile next to its sensitivity rules."""
 
-    model_config = _STRICT
+    model_config = STRICT
     query: QueryRules = QueryRules()
     statistical: Annotated[Union[RefusePolicy, NoisePolicy], Field(discriminator="approach")]
 
@@ -77,7 +78,7 @@ class InlinePolicy(BaseModel):
     """A filter policy sent with the request (developers, tests); production callers name a
     profile, whose parameters stay in the service."""
 
-    model_config = _STRICT
+    model_config = STRICT
     rules: RuleSet | None = Field(None, description="sensitivity rules for magnitude cells "
                                   "under the refuse approach")
     filter: FilterPolicy
@@ -96,7 +97,7 @@ class Microdata(BaseModel):
     online systems, validated and converted an order of magnitude faster than a list of
     contribution objects."""
 
-    model_config = _STRICT
+    model_config = STRICT
     value: list[float] = Field(min_length=1, max_length=100_000)
     respondent: list[Name] | None = Field(
         None, description="establishment ids; needed by the noise approach (never echoed)")
@@ -119,7 +120,7 @@ class FilterCell(BaseModel):
     """One cell of a query's answer: a count, or a magnitude with its contributions (as
     objects or as ``microdata`` columns; or a summary, for the refuse approach)."""
 
-    model_config = _STRICT
+    model_config = STRICT
     key: CellKey = Field(min_length=1, max_length=20)
     count: int | None = Field(None, ge=0, le=MAX_COUNT,
                               description="a count cell: number of units")
@@ -138,7 +139,7 @@ class FilterCell(BaseModel):
 
 
 class QueryDefinition(BaseModel):
-    model_config = _STRICT
+    model_config = STRICT
     variables: list[Name] = Field(min_length=1, max_length=20,
                                   description="the variables the answer crosses")
     population: float | None = Field(None, ge=0, description="population of the universe")
@@ -151,7 +152,7 @@ class FilterRequest(BaseModel):
     """One query's definition and its answer, with a profile's name (or, for testing a
     policy, the policy itself)."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, json_schema_extra={
+    model_config = ConfigDict(**STRICT, json_schema_extra={
         "examples": [{
             "policy": {"rules": {"rules": [{"type": "p_percent", "p": 10}]},
                        "filter": {"query": {"max_dimensions": 3},

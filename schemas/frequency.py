@@ -7,9 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from .cells import STRICT as _STRICT
 from .cells import CellKey, Code
-
-_STRICT = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 #: Counts above this are refused: float64, in which the relative rules compare, is exact
 #: for integers only up to 2**53 (service.sdc.frequency).
@@ -90,7 +89,7 @@ class CountRules(BaseModel):
 class FrequencyRequest(BaseModel):
     """A count table spanned by key and target variables, and the rules to apply."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
+    model_config = ConfigDict(**_STRICT, json_schema_extra={"examples": [{
         "dimensions": [{"name": "municipality", "codes": ["m1", "m2", "m3"]},
                        {"name": "Y", "codes": ["A", "B"]}],
         "keys": ["municipality"], "targets": ["Y"],

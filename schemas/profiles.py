@@ -3,14 +3,15 @@ parameters are confidential, so callers can name a profile instead of sending th
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
+from .cells import STRICT
 from .filter import FilterPolicy
 from .rules import RuleSet
 
 
 class Profile(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = STRICT
     rules: RuleSet
     disclose_measures: bool = Field(
         False, description="include S and protection levels in replies; from these and the "
@@ -20,5 +21,5 @@ class Profile(BaseModel):
 
 
 class ProfileFile(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = STRICT
     profiles: dict[str, Profile]

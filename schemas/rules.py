@@ -6,7 +6,8 @@ from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-_STRICT = ConfigDict(extra="forbid", allow_inf_nan=False)
+from .cells import STRICT
+
 
 Percent = Annotated[float, Field(gt=0, lt=100)]
 
@@ -14,7 +15,7 @@ Percent = Annotated[float, Field(gt=0, lt=100)]
 class FrequencyRule(BaseModel):
     """Minimum frequency: unsafe when fewer than ``n`` contributors (seed 000)."""
 
-    model_config = _STRICT
+    model_config = STRICT
     type: Literal["frequency"]
     n: int = Field(ge=1, le=1_000_000, description="minimum number of contributors")
     name: str | None = Field(None, max_length=100, description="label used in replies")
@@ -23,7 +24,7 @@ class FrequencyRule(BaseModel):
 class DominanceRule(BaseModel):
     """(n,k)-dominance: unsafe when the n largest exceed k% of the total (seed 000, 003 B.1.c)."""
 
-    model_config = _STRICT
+    model_config = STRICT
     type: Literal["dominance"]
     n: int = Field(ge=1, le=100)
     k: Percent = Field(description="0 < k < 100; k = 100 is meaningless (seed 000)")
@@ -33,7 +34,7 @@ class DominanceRule(BaseModel):
 class PPercentRule(BaseModel):
     """p%-rule with coalition size c (seed 000; seed 003 B.1.a)."""
 
-    model_config = _STRICT
+    model_config = STRICT
     type: Literal["p_percent"]
     p: Percent
     c: int = Field(1, ge=1, le=100, description="coalition size")
@@ -43,7 +44,7 @@ class PPercentRule(BaseModel):
 class PQRule(BaseModel):
     """(p,q) prior-posterior rule (seed 002 section 2; seed 003 B.1.b); requires q > p."""
 
-    model_config = _STRICT
+    model_config = STRICT
     type: Literal["pq"]
     p: Percent
     q: float = Field(gt=0, le=10_000, description="a-priori accuracy in percent, q > p")
@@ -62,7 +63,7 @@ class RequestRule(BaseModel):
     """Request rule of foreign-trade statistics (seed 000): a respondent that asked for
     protection contributes over k% of the total."""
 
-    model_config = _STRICT
+    model_config = STRICT
     type: Literal["request"]
     k: Percent
     name: str | None = Field(None, max_length=100)
@@ -78,7 +79,7 @@ class NegativeValues(BaseModel):
     rules; ``absolute`` applies the rules to absolute contributions; ``relaxed`` does too
     with ``p/f`` and ``k_f``; ``shift`` applies them to ``y = x + M``."""
 
-    model_config = _STRICT
+    model_config = STRICT
     mode: Literal["refuse", "absolute", "relaxed", "shift"] = "refuse"
     factor: float | None = Field(None, gt=1, le=1e6, description="f > 1, for mode 'relaxed'")
     shift: float | None = Field(None, gt=0, description="M > 0 with every x >= -M, for mode 'shift'")
@@ -95,7 +96,7 @@ class NegativeValues(BaseModel):
 class RuleSet(BaseModel):
     """Rules evaluated together: a cell is sensitive when any of them fires."""
 
-    model_config = _STRICT
+    model_config = STRICT
     rules: list[Rule] = Field(min_length=1, max_length=20)
     weights: Literal["replicate", "sample", "sample_public_weights"] = Field(
         "replicate", description="formulation for weighted contributions (seed 000, Sampling weights)")
@@ -107,7 +108,7 @@ class RuleSet(BaseModel):
         0.0, ge=0, le=100, description="protection level, percent of the cell value, for "
         "cells only frequency rules flag (seed 000 recommends 0)")
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, json_schema_extra={
+    model_config = ConfigDict(**STRICT, json_schema_extra={
         "examples": [{"rules": [{"type": "p_percent", "p": 10},
                                 {"type": "dominance", "n": 1, "k": 85},
                                 {"type": "frequency", "n": 3}]}]})

@@ -6,14 +6,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .cells import CellKey, MagnitudeCell
+from .cells import STRICT, CellKey, MagnitudeCell
 from .rules import RuleSet
 
 
 class SensitivityRequest(BaseModel):
     """Cells to assess, with the rule set or the name of a profile held by the service."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
+    model_config = ConfigDict(**STRICT, json_schema_extra={"examples": [{
         "cells": [
             {"key": ["Mining", "North"], "contributions": [
                 {"value": 50000, "holding": "A"}, {"value": 49000, "holding": "B"},

@@ -8,11 +8,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from .cells import STRICT as _STRICT
 from .cells import CellKey, Code, Contribution, Summary
 from .frequency import ExtendedRules
 from .rules import RuleSet
-
-_STRICT = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class Dimension(BaseModel):
@@ -118,7 +117,7 @@ class AuditCell(TableCell):
 class AuditRequest(BaseModel):
     """A table, a suppression pattern and what makes cells sensitive."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
+    model_config = ConfigDict(**_STRICT, json_schema_extra={"examples": [{
         "structure": {"dimensions": [
             {"name": "size", "leaves": ["A", "B", "C"]},
             {"name": "activity", "leaves": ["I", "II", "III"]}]},
@@ -251,7 +250,7 @@ class SuppressRequest(BaseModel):
     """The whole pipeline: cells with contributions (or summaries), structure and rules in;
     every cell's status, protection, the audit and the information loss out."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
+    model_config = ConfigDict(**_STRICT, json_schema_extra={"examples": [{
         "structure": {"dimensions": [
             {"name": "size", "leaves": ["A", "B", "C"]},
             {"name": "activity", "leaves": ["I", "II", "III"]}]},

@@ -13,7 +13,12 @@ from .api.work import Pool
 from .config import Settings
 from .keys import KeyStore
 from .metrics import Metrics
-from .middleware import AdmissionMiddleware, BodyLimitMiddleware, MetricsMiddleware
+from .middleware import (AdmissionMiddleware, BodyLimitMiddleware, CancelledMiddleware,
+                         MetricsMiddleware)
+
+#: Key of the lifespan state under which the app's ``state`` (settings, metrics, pool)
+#: reaches the server's connection protocol (service.__main__.GuardedHttpProtocol).
+SERVER_STATE = "sdc"
 
 
 def _tune_gc() -> None:
@@ -28,7 +33,7 @@ def _tune_gc() -> None:
 @contextlib.asynccontextmanager
 async def _lifespan(app: FastAPI):
     _tune_gc()
-    yield
+    yield {SERVER_STATE: app.state}
     app.state.pool.shutdown()
 
 
@@ -58,7 +63,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.pool = Pool(settings.worker_threads, settings.queue_depth, metrics)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(AdmissionMiddleware, pool=app.state.pool,
-                       body_seconds=settings.body_seconds)
-    app.add_middleware(access.AuthMiddleware, store=app.state.keys)
+                       body_seconds=settings.body_seconds,
+                       min_rate=settings.min_bytes_per_second,
+                       grace=settings.rate_grace_seconds)
+    app.add_middleware(access.AuthMiddleware, store=app.state.keys,
+                       closed=frozenset() if settings.open_docs else access.docs_paths(app))
+    app.add_middleware(CancelledMiddleware)   # inside the metrics: its 503 is counted
     app.add_middleware(MetricsMiddleware, metrics=metrics, pool=app.state.pool)
     return app

@@ -2,15 +2,33 @@
 
 The key file (``SDC_API_KEYS_FILE``) holds only hashes::
 
-    {"keys": [{"id": "portal-filter", "role": "filter", "hash": "scrypt$16384$8$1$..."},
-              {"id": "methods-team", "role": "analyst", "hash": "scrypt$16384$8$1$..."}]}
+    {"keys": [{"id": "portal-filter", "role": "filter", "hash": "hmac-sha256$..."},
+              {"id": "methods-team", "role": "analyst", "hash": "hmac-sha256$..."}]}
 
 A key as callers send it is ``<id>.<secret>``: the id (not secret, written in logs) picks the
-one entry to verify, so an unknown id costs nothing and a known one costs one hash. Hashes
-are salted scrypt (``scrypt$n$r$p$salt$hash``, base64url) or salted SHA-256
-(``sha256$salt$hash``, hex; enough for the 256-bit random secrets ``new`` makes). A verified
-key is remembered in memory (under an HMAC with a per-process secret, never the key itself)
-so the slow hash runs once per key and process, not per request.
+one entry to verify. Hashes are ``hmac-sha256$salt$digest`` (base64url; HMAC-SHA256 of the
+whole key under a random per-entry salt), the format ``new`` and ``hash`` write, or the
+earlier ``sha256$salt$digest`` (hex; SHA-256 of salt and key), still accepted.
+
+Why a fast hash. API keys are long random secrets (``new`` makes 256-bit ones, and ``hash``
+refuses short ones), so nobody can guess one from a stolen file whatever the hash costs: a
+slow password KDF protects nothing here. It did cost availability and secrecy: scrypt took
+45-70 ms per wrong key, one at a time in an unbounded queue, so a flood of wrong secrets
+for a known id delayed a valid key that was not yet cached by tens of seconds, and the
+time told which ids exist (a known id cost a scrypt, an unknown one nothing). Now every
+verification runs inline in a few microseconds and does the same work whatever the key:
+one HMAC-SHA256 and one SHA-256 (against the entry's salt for its own format, a random
+dummy salt for the other, and dummy salts with an unmatchable digest for an unknown id),
+then a constant-time comparison. So unknown and known ids take the same time, and a wrong
+key costs about as much as parsing its request: no queue for wrong keys to fill, no cache.
+
+``scrypt$`` entries (the earlier default) are refused: the service does not start with
+them, and a reloaded file holding one is refused like any invalid file (the previous keys
+stay in force). Keeping them would mean either a queue that wrong keys can fill or a
+per-id lockout that an attacker, who only needs the public id, can trigger against the
+key's owner; and the time would again tell those ids apart. The file holds no key, so
+rehashing needs the keys themselves: issue callers new keys with ``new`` (or, for a key
+you still hold, ``hash`` it).
 
 The file is re-read when it changes (checked at most once a second): keys rotate without a
 restart. A file that becomes unreadable or invalid leaves the previous keys in force and is
@@ -20,7 +38,7 @@ Make a key::
 
     $ python -m service.keys new --id portal-filter --role filter
     key (give to the caller, shown once): portal-filter.Q2x...
-    entry (add to SDC_API_KEYS_FILE): {"id": "portal-filter", "role": "filter", "hash": "scrypt$..."}
+    {"id": "portal-filter", "role": "filter", "hash": "hmac-sha256$..."}
 
 or hash an existing one read from standard input: ``python -m service.keys hash --role analyst``.
 """
@@ -29,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import binascii
 import hashlib
 import hmac
 import json
@@ -43,9 +62,13 @@ from pathlib import Path
 
 ROLES = ("filter", "analyst")
 KEY_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
-#: scrypt cost of new hashes: about 50 ms and 16 MiB once per key and process.
-SCRYPT_N, SCRYPT_R, SCRYPT_P = 2**14, 8, 1
-_CACHE_LIMIT = 4096
+#: Hash formats in force; the first is the one new entries get.
+METHODS = ("hmac-sha256", "sha256")
+#: Shortest secret ``hash`` accepts: 128 bits written in base64url. A fast hash is safe
+#: for random secrets only (``new`` makes 43-character ones).
+MIN_SECRET_CHARS = 22
+#: Longer presented keys are refused without hashing (whatever their id): bounded work.
+MAX_KEY_CHARS = 512
 RELOAD_INTERVAL = 1.0
 
 log = logging.getLogger("sdc.keys")
@@ -56,10 +79,34 @@ class KeyFileError(ValueError):
 
 
 @dataclass(frozen=True)
+class StoredHash:
+    """A parsed hash of the key file."""
+
+    method: str          # one of METHODS
+    salt: bytes
+    digest: bytes
+
+    @classmethod
+    def parse(cls, text: str) -> StoredHash:
+        """``ValueError`` unless ``text`` is a hash in one of :data:`METHODS`."""
+        parts = text.split("$")
+        if len(parts) != 3 or parts[0] not in METHODS:
+            raise ValueError("unknown hash format")
+        if parts[0] == "sha256":
+            salt, digest = bytes.fromhex(parts[1]), bytes.fromhex(parts[2])
+        else:
+            salt, digest = _unb64(parts[1]), _unb64(parts[2])
+        if not salt or len(digest) != 32:
+            raise ValueError("bad salt or digest length")
+        return cls(parts[0], salt, digest)
+
+
+@dataclass(frozen=True)
 class KeyEntry:
     id: str
     role: str
     hash: str
+    stored: StoredHash
 
 
 def _b64(data: bytes) -> str:
@@ -67,51 +114,57 @@ def _b64(data: bytes) -> str:
 
 
 def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    if not re.fullmatch(r"[A-Za-z0-9_-]*", text):
+        raise ValueError("not base64url")
+    try:
+        return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except binascii.Error as exc:
+        raise ValueError(str(exc)) from None
 
 
-def hash_key(key: str, *, method: str = "scrypt") -> str:
-    """A salted hash of ``key`` for the key file."""
-    salt = secrets.token_bytes(16)
+def _digest(method: str, salt: bytes, key: bytes) -> bytes:
     if method == "sha256":
-        return f"sha256${salt.hex()}${hashlib.sha256(salt + key.encode()).hexdigest()}"
-    digest = hashlib.scrypt(key.encode(), salt=salt, n=SCRYPT_N, r=SCRYPT_R, p=SCRYPT_P,
-                            maxmem=64 * 1024 * 1024)
-    return f"scrypt${SCRYPT_N}${SCRYPT_R}${SCRYPT_P}${_b64(salt)}${_b64(digest)}"
+        return hashlib.sha256(salt + key).digest()
+    return hmac.digest(salt, key, "sha256")
+
+
+def hash_key(key: str, *, method: str = METHODS[0]) -> str:
+    """A salted hash of ``key`` for the key file (``method`` one of :data:`METHODS`; the
+    older ``sha256`` is kept for files and tests that still write it)."""
+    if method not in METHODS:
+        raise ValueError(f"method: one of {', '.join(METHODS)}")
+    salt = secrets.token_bytes(16)
+    digest = _digest(method, salt, key.encode())
+    if method == "sha256":
+        return f"sha256${salt.hex()}${digest.hex()}"
+    return f"{method}${_b64(salt)}${_b64(digest)}"
 
 
 def verify(key: str, stored: str) -> bool:
     """Whether ``key`` matches the stored hash (constant-time comparison)."""
-    parts = stored.split("$")
-    if parts[0] == "sha256" and len(parts) == 3:
-        got = hashlib.sha256(bytes.fromhex(parts[1]) + key.encode()).hexdigest()
-        return hmac.compare_digest(got, parts[2])
-    if parts[0] == "scrypt" and len(parts) == 6:
-        n, r, p = map(int, parts[1:4])
-        expected = _unb64(parts[5])
-        got = hashlib.scrypt(key.encode(), salt=_unb64(parts[4]), n=n, r=r, p=p,
-                             maxmem=256 * 1024 * 1024, dklen=len(expected))
-        return hmac.compare_digest(got, expected)
-    return False
+    try:
+        parsed = StoredHash.parse(stored)
+        raw = key.encode("utf-8", "surrogatepass")
+    except ValueError:
+        return False
+    return hmac.compare_digest(_digest(parsed.method, parsed.salt, raw), parsed.digest)
 
 
-def _check_hash(stored: object, where: str) -> str:
+def _check_hash(stored: object, where: str, key_id: str) -> StoredHash:
     if not isinstance(stored, str):
         raise KeyFileError(f"{where}.hash: must be a string")
-    parts = stored.split("$")
+    if stored.startswith("scrypt$"):
+        raise KeyFileError(
+            f"{where}.hash (id {key_id!r}): scrypt hashes are no longer accepted (a slow "
+            "hash let wrong keys queue up and showed which ids exist); issue the caller a "
+            "new key with: python -m service.keys new, or hash a key you hold with: "
+            "python -m service.keys hash")
     try:
-        if parts[0] == "sha256" and len(parts) == 3:
-            bytes.fromhex(parts[1])
-            if len(parts[2]) == 64:
-                return stored
-        elif parts[0] == "scrypt" and len(parts) == 6:
-            n, r, p = map(int, parts[1:4])
-            if n >= 2 and n & (n - 1) == 0 and r > 0 and p > 0 and _unb64(parts[4]) and _unb64(parts[5]):
-                return stored
+        return StoredHash.parse(stored)
     except ValueError:
-        pass
-    raise KeyFileError(f"{where}.hash: not a 'scrypt$n$r$p$salt$hash' or 'sha256$salt$hash' "
-                       "value (make one with: python -m service.keys new)")
+        raise KeyFileError(f"{where}.hash: not a 'hmac-sha256$salt$digest' or "
+                           "'sha256$salt$digest' value (make one with: "
+                           "python -m service.keys new)") from None
 
 
 def load_key_file(path: Path) -> dict[str, KeyEntry]:
@@ -139,8 +192,16 @@ def load_key_file(path: Path) -> dict[str, KeyEntry]:
             raise KeyFileError(f"{where}.role: one of {', '.join(ROLES)}")
         if key_id in entries:
             raise KeyFileError(f"{where}.id: {key_id!r} is used twice")
-        entries[key_id] = KeyEntry(key_id, role, _check_hash(item.get("hash"), where))
+        stored = _check_hash(item.get("hash"), where, key_id)
+        entries[key_id] = KeyEntry(key_id, role, item["hash"], stored)
     return entries
+
+
+def presented_id(key: str) -> str | None:
+    """The id of a key of the form ``<id>.<secret>`` with a well-formed id, else ``None``:
+    what a log may name of a presented key (a bare secret has no dot and is never named)."""
+    key_id, dot, secret = key.partition(".")
+    return key_id if dot and secret and KEY_ID.fullmatch(key_id) else None
 
 
 def _file_version(path: Path):
@@ -160,8 +221,9 @@ class KeyStore:
         self._version = _file_version(path)
         self._checked = time.monotonic()
         self._lock = threading.Lock()
-        self._pepper = secrets.token_bytes(32)
-        self._verified: dict[bytes, KeyEntry] = {}
+        # Unknown ids are verified against this: a random salt and a digest no key can
+        # match (the chance is 2**-256), so they cost what a known id costs.
+        self._dummy = StoredHash(METHODS[0], secrets.token_bytes(16), secrets.token_bytes(32))
 
     def _maybe_reload(self) -> None:
         now = time.monotonic()
@@ -180,36 +242,24 @@ class KeyStore:
                 log.error("key file not reloaded, previous keys stay in force: %s", exc)
                 self._version = version
                 return
-            self._entries, self._version, self._verified = entries, version, {}
+            self._entries, self._version = entries, version
             log.info("key file reloaded: %d keys", len(entries))
 
-    def lookup(self, key: str) -> tuple[KeyEntry | None, bytes | None]:
-        """The entry a key names and its cache tag; ``(entry, None)`` when already verified,
-        ``(None, None)`` when it names no entry (nothing to hash)."""
+    def verify(self, key: str) -> KeyEntry | None:
+        """The entry ``key`` proves, or ``None``. The same work for every key up to
+        :data:`MAX_KEY_CHARS` (module docstring): one digest of each method, one
+        constant-time comparison."""
         self._maybe_reload()
+        if len(key) > MAX_KEY_CHARS:
+            return None
         key_id, dot, secret = key.partition(".")
-        entry = self._entries.get(key_id) if dot and secret else None
-        if entry is None:
-            return None, None
-        tag = hmac.new(self._pepper, key.encode("utf-8", "surrogatepass"), hashlib.sha256).digest()
-        known = self._verified.get(tag)
-        if known is not None and known is entry:
-            return entry, None
-        return entry, tag
-
-    def confirm(self, key: str, entry: KeyEntry, tag: bytes) -> bool:
-        """Verify ``key`` against ``entry`` (the slow hash) and remember a success."""
-        try:
-            ok = verify(key, entry.hash)
-        except (ValueError, MemoryError, UnicodeEncodeError):
-            ok = False
-        if ok:
-            with self._lock:
-                if len(self._verified) >= _CACHE_LIMIT:
-                    self._verified.clear()
-                if self._entries.get(entry.id) is entry:
-                    self._verified[tag] = entry
-        return ok
+        entry = self._entries.get(key_id)
+        stored = entry.stored if entry is not None else self._dummy
+        raw = key.encode("utf-8", "surrogatepass")
+        digests = {method: _digest(method, stored.salt if method == stored.method
+                                   else self._dummy.salt, raw) for method in METHODS}
+        ok = hmac.compare_digest(digests[stored.method], stored.digest)
+        return entry if ok and entry is not None and dot and secret else None
 
 
 def _main(argv: list[str] | None = None) -> None:
@@ -220,7 +270,6 @@ def _main(argv: list[str] | None = None) -> None:
         p = sub.add_parser(name, help=text)
         p.add_argument("--role", choices=ROLES, required=True)
         p.add_argument("--id", help="key id (for 'hash', taken from the key if omitted)")
-        p.add_argument("--method", choices=("scrypt", "sha256"), default="scrypt")
     args = parser.parse_args(argv)
     if args.command == "new":
         if not args.id or not KEY_ID.fullmatch(args.id):
@@ -229,14 +278,18 @@ def _main(argv: list[str] | None = None) -> None:
         print(f"key (give to the caller, shown once): {key}", file=sys.stderr)
     else:
         key = sys.stdin.readline().strip()
-        key_id = key.partition(".")[0]
-        if "." not in key or not KEY_ID.fullmatch(key_id) or (args.id and args.id != key_id):
+        key_id = presented_id(key)
+        if key_id is None or (args.id and args.id != key_id):
             parser.error("a key is '<id>.<secret>' with the id of --id")
-    entry = {"id": key.partition(".")[0], "role": args.role,
-             "hash": hash_key(key, method=args.method)}
+        if len(key.partition(".")[2]) < MIN_SECRET_CHARS:
+            parser.error(f"the secret must have at least {MIN_SECRET_CHARS} random "
+                         "characters (the hash is fast: safe for random secrets only; "
+                         "'new' makes one)")
+        if len(key) > MAX_KEY_CHARS:
+            parser.error(f"a key has at most {MAX_KEY_CHARS} characters")
+    entry = {"id": key.partition(".")[0], "role": args.role, "hash": hash_key(key)}
     print(json.dumps(entry))
 
 
 if __name__ == "__main__":
     _main()
-

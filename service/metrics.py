@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
+from prometheus_client import (CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector,
+                               start_http_server)
+from prometheus_client.core import CounterMetricFamily
 
 LATENCY_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60)
 SOLVER_BUCKETS = (0.001, 0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
@@ -12,7 +15,39 @@ SOLVER_BUCKETS = (0.001, 0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
 SOLVER_STATUSES = ("optimal", "time_limit", "infeasible", "error")
 #: Refused requests by HTTP status, as the ``reason`` label of ``sdc_rejected_requests_total``.
 REJECTION_REASONS = {401: "unauthorized", 403: "forbidden", 408: "timeout", 413: "too_large",
-                     422: "invalid", 503: "overloaded"}
+                     422: "invalid", 429: "rate_limited", 503: "overloaded"}
+
+
+class KeyCells:
+    """``sdc_filter_cells_total{key_id,outcome}``: the cells each filter-role key sent,
+    admitted or refused by its budget (``service.api.deps.CellBudget``), so that a sweep
+    of probes shows as one key's cells; analysts are not budgeted. Key ids are bounded by
+    the key file. Plain numbers that the event loop's thread adds to and a scrape reads:
+    a Counter's ``labels`` and ``inc`` cost several microseconds on every filter request."""
+
+    def __init__(self, registry: CollectorRegistry):
+        self.counts: dict[str, list[int]] = {}   # key id: [admitted, refused]
+        registry.register(self)
+
+    def of(self, key_id: str) -> list[int]:
+        """The key's [admitted, refused] pair, to add to in place."""
+        return self.counts.setdefault(key_id, [0, 0])
+
+    def describe(self):
+        return [self._family()]
+
+    def collect(self):
+        family = self._family()
+        for key_id, (admitted, refused) in list(self.counts.items()):   # a copy: atomic
+            family.add_metric([key_id, "admitted"], admitted)
+            family.add_metric([key_id, "refused"], refused)
+        yield family
+
+    @staticmethod
+    def _family() -> CounterMetricFamily:
+        return CounterMetricFamily("sdc_filter_cells", "Cells sent by filter-role keys, by key "
+                                   "id and outcome (admitted, or refused by the key's budget)",
+                                   labels=["key_id", "outcome"])
 
 
 @dataclass(frozen=True)
@@ -30,6 +65,7 @@ class Metrics:
     solver_seconds: Histogram
     solver_outcomes: Counter
     filter_decisions: Counter
+    filter_cells: KeyCells
 
     @classmethod
     def create(cls) -> Metrics:
@@ -48,7 +84,8 @@ class Metrics:
             in_flight=Gauge("sdc_http_requests_in_flight", "HTTP requests being served",
                             registry=registry),
             rejected=Counter("sdc_rejected_requests", "Requests refused, by reason "
-                             "(unauthorized, forbidden, timeout, too_large, invalid, overloaded)",
+                             "(unauthorized, forbidden, timeout, too_large, invalid, rate_limited, "
+                             "overloaded)",
                              ["reason"], registry=registry),
             pool_admitted=Gauge("sdc_pool_tasks", "Tasks running or queued in the compute pool",
                                 registry=registry),
@@ -65,7 +102,22 @@ class Metrics:
             filter_decisions=Counter("sdc_filter_decisions", "Online filter answers by "
                                      "decision (publish, suppress, refuse)", ["decision"],
                                      registry=registry),
+            filter_cells=KeyCells(registry),
         )
+
+    def serve(self, host: str, port: int) -> Callable[[], None]:
+        """Serve this registry on ``host:port`` (``SDC_METRICS_PORT``) from prometheus_client's
+        threaded server, apart from the API: a port that only Prometheus may reach, and
+        scrapes answered even while the event loop is busy. Returns the function that
+        stops it."""
+        server, thread = start_http_server(port, addr=host, registry=self.registry)
+
+        def stop() -> None:
+            server.shutdown()
+            server.server_close()
+            thread.join(timeout=5)
+
+        return stop
 
     def observe_solve(self, method: str, status: str, seconds: float) -> None:
         """Record one solver run (audit intervals, suppression, ...). ``status`` outside

@@ -1,4 +1,5 @@
-"""ASGI middleware: request id, access log, metrics, and the body-size limit.
+"""ASGI middleware: request id, access log, metrics, admission and pace of request bodies,
+the body-size limit, and a proper 503 for requests the server cancels.
 
 Written as plain ASGI (not BaseHTTPMiddleware) because they sit on the path of every
 request of the online filter, where a few hundred microseconds matter.
@@ -98,38 +99,83 @@ class MetricsMiddleware:
 
 
 class AdmissionMiddleware:
-    """503 with Retry-After, before reading, for a large ``/v1`` body when the pool's
-    capacity of large requests is taken (see :mod:`service.api.work`); 408 when an
-    admitted body does not arrive within ``body_seconds``, so that a slow sender cannot
-    hold a slot."""
+    """Request bodies must keep coming: at least ``min_rate`` bytes per second once
+    ``grace`` seconds have passed, and the whole body within ``body_seconds``, else 408
+    (a slow sender would otherwise hold its task, and for a large body a pool slot, for as
+    long as it likes). A large ``/v1`` body also needs a slot of the pool's capacity of
+    large requests before it is read (see :mod:`service.api.work`): 503 with Retry-After
+    when they are taken."""
 
-    def __init__(self, app, pool: work.Pool, body_seconds: float = 30.0):
+    def __init__(self, app, pool: work.Pool, body_seconds: float = 30.0,
+                 min_rate: float = 32768, grace: float = 5.0):
         self.app = app
         self.pool = pool
         self.body_seconds = body_seconds
+        self.min_rate = min_rate
+        self.grace = grace
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http" or not scope["path"].startswith("/v1/") or not _large(scope):
+        if scope["type"] != "http" or not _has_body(scope):
             await self.app(scope, receive, send)
             return
-        if not self.pool.admit_request():
-            full = work.PoolFull()
-            await send_error(send, 503, full.detail, headers=full.headers)
+        large = scope["path"].startswith("/v1/") and _large(scope)
+        if large and not self.pool.admit_request():
+            refusal = work.ShuttingDown() if self.pool.draining else work.PoolFull()
+            await send_error(send, 503, refusal.detail, headers=refusal.headers)
             return
-        deadline = time.monotonic() + self.body_seconds
-
-        async def timed_receive():
-            try:
-                return await asyncio.wait_for(receive(), max(deadline - time.monotonic(), 0.001))
-            except asyncio.TimeoutError:
-                # Passes FastAPI's body reader to the error handler, like BodyTooLarge.
-                raise HTTPException(408, f"the request body did not arrive within "
-                                         f"{self.body_seconds:g} seconds") from None
-
         try:
-            await self.app(scope, timed_receive, send)
+            await self.app(scope, self._paced(receive), send)
         finally:
-            self.pool.release_request()
+            if large:
+                self.pool.release_request()
+
+    def _paced(self, receive):
+        """``receive`` with a deadline on each wait for the body: the earlier of
+        ``body_seconds`` after the first read and the time by which the bytes received so
+        far would be ``min_rate`` per second after ``grace``. Untimed once the body is
+        complete (a later receive waits for the client's disconnect)."""
+        loop = asyncio.get_running_loop()
+        start: float | None = None
+        received = 0
+        done = False
+
+        async def paced_receive():
+            nonlocal start, received, done
+            if done:
+                return await receive()
+            now = loop.time()
+            start = now if start is None else start
+            by_rate = start + self.grace + received / self.min_rate
+            deadline = min(start + self.body_seconds, by_rate)
+            try:
+                # Bytes already buffered are returned without waiting, even past the
+                # deadline: only a wait for the client can time out.
+                async with asyncio.timeout_at(deadline):
+                    message = await receive()
+            except TimeoutError:
+                # Passes FastAPI's body reader to the error handler, like BodyTooLarge.
+                raise HTTPException(408, (
+                    f"the request body arrived slower than {self.min_rate:g} bytes per second"
+                    if by_rate < start + self.body_seconds else
+                    f"the request body did not arrive within {self.body_seconds:g} seconds")
+                ) from None
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                done = not message.get("more_body", False)
+            else:
+                done = True
+            return message
+
+        return paced_receive
+
+
+def _has_body(scope) -> bool:
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            return value != b"0"
+        if name == b"transfer-encoding":
+            return True
+    return False
 
 
 def _large(scope) -> bool:
@@ -190,11 +236,51 @@ class BodyTooLarge(HTTPException):
         super().__init__(413, message)
 
 
+class CancelledMiddleware:
+    """A request the server cancels before it is answered (its graceful-shutdown period ran
+    out) gets 503 with Retry-After in the service's error shape instead of uvicorn's
+    plain-text 500: the caller can retry elsewhere. The work a pool thread was doing for it
+    goes on (a thread cannot be stopped) but nobody waits for it."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking_send(message):
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except asyncio.CancelledError:
+            if started:
+                raise
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                # Answered instead: the task ends normally, so uvicorn neither logs an
+                # "Exception in ASGI application" nor writes its own 500.
+                task.uncancel()
+            refusal = work.ShuttingDown()
+            await send_error(send, 503, refusal.detail, headers=refusal.headers)
+
+
+def error_body(status: int, message: str) -> bytes:
+    """The JSON body of an error reply in the service's usual shape, for replies written
+    outside the app's error handlers (ASGI middleware, the connection protocol)."""
+    return orjson.dumps({"error": _REASONS.get(status, "error"), "detail": [
+        {"field": None, "cell": None, "key": None, "message": message}]})
+
+
 async def send_error(send, status: int, message: str, headers: dict | None = None) -> None:
     """An error reply in the service's usual shape, sent from ASGI middleware (before the
     app's error handlers)."""
-    body = orjson.dumps({"error": _REASONS.get(status, "error"), "detail": [
-        {"field": None, "cell": None, "key": None, "message": message}]})
+    body = error_body(status, message)
     raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     raw += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
     await send({"type": "http.response.start", "status": status, "headers": raw})

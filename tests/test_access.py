@@ -33,8 +33,8 @@ def write_keys(path, *entries):
 
 @pytest.fixture
 def key_file(tmp_path):
-    # One scrypt and one salted SHA-256 entry: both formats verify.
-    return write_keys(tmp_path / "keys.json", (FILTER_KEY, "filter", "scrypt"),
+    # One entry of each format in force: both verify.
+    return write_keys(tmp_path / "keys.json", (FILTER_KEY, "filter", "hmac-sha256"),
                       (ANALYST_KEY, "analyst", "sha256"))
 
 
@@ -101,6 +101,69 @@ def test_operations_endpoints_stay_open(secured):
     assert secured.get("/healthz").json() == {"status": "ok"}
     assert secured.get("/readyz").status_code == 200
     assert b"sdc_http_requests_total" in secured.get("/metrics").content
+    # Documentation too, by default (SDC_OPEN_DOCS, a developer's setting).
+    for path in ("/docs", "/redoc", "/openapi.json"):
+        assert secured.get(path).status_code == 200, path
+
+
+def test_closed_docs_need_a_key_of_any_role(make_client, key_file):
+    secured = make_client(api_keys_file=key_file, open_docs=False)
+    for path in ("/docs", "/redoc", "/openapi.json", "/docs/oauth2-redirect"):
+        r = secured.get(path)
+        assert r.status_code == 401 and r.headers["www-authenticate"].startswith("Bearer"), path
+        assert secured.get(path, headers={"X-API-Key": FILTER_KEY}).status_code == 200, path
+    assert secured.get("/openapi.json", headers={"X-API-Key": ANALYST_KEY}).json()["paths"]
+    assert secured.get("/healthz").status_code == 200 and secured.get("/readyz").status_code == 200
+    assert secured.post("/v1/sensitivity", json=BODY).status_code == 401
+
+
+@pytest.mark.parametrize("value, expected", [("true", True), ("1", True), ("On", True),
+                                             ("false", False), ("0", False), ("no", False)])
+def test_open_docs_setting(value, expected):
+    assert Settings.from_env({"SDC_OPEN_DOCS": value}).open_docs is expected
+    assert Settings.from_env({}).open_docs is True
+
+
+def test_bad_docs_and_metrics_settings_stop_the_start():
+    with pytest.raises(ConfigError, match="SDC_OPEN_DOCS must be true or false"):
+        Settings.from_env({"SDC_OPEN_DOCS": "maybe"})
+    with pytest.raises(ConfigError, match="SDC_METRICS_PORT must be a port"):
+        Settings.from_env({"SDC_METRICS_PORT": "70000"})
+    with pytest.raises(ConfigError, match="bad setting"):
+        Settings.from_env({"SDC_METRICS_PORT": "metrics"})
+    with pytest.raises(ConfigError, match="differ from SDC_PORT"):
+        Settings.from_env({"SDC_METRICS_PORT": "8787"})
+    with pytest.raises(ConfigError, match="SDC_WORKERS=1"):
+        Settings.from_env({"SDC_METRICS_PORT": "9464", "SDC_WORKERS": "2"})
+    assert Settings.from_env({"SDC_METRICS_PORT": "9464"}).metrics_port == 9464
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_metrics_on_their_own_port_only(make_client, key_file):
+    import urllib.error
+    import urllib.request
+
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}/metrics"
+    with make_client(api_keys_file=key_file, metrics_port=port) as secured:
+        assert secured.post("/v1/sensitivity", json=BODY,
+                            headers={"X-API-Key": FILTER_KEY}).status_code == 200
+        r = secured.get("/metrics")
+        assert r.status_code == 404 and b"sdc_http_requests_total" not in r.content
+        with urllib.request.urlopen(url, timeout=5) as reply:
+            text = reply.read().decode()
+        assert 'sdc_http_requests_total{method="POST",route="/v1/sensitivity",status="200"} 1.0' \
+            in text
+    # Stopped with the app: the port is free again.
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(url, timeout=2)
 
 
 def test_every_v1_route_requires_a_key(secured):
@@ -185,13 +248,112 @@ def test_bad_key_file_stops_the_start_without_quoting_hashes(tmp_path):
 
 
 def test_key_helper_makes_entries_that_verify(capsys):
-    keys._main(["new", "--id", "ops", "--role", "filter", "--method", "sha256"])
+    keys._main(["new", "--id", "ops", "--role", "filter"])
     out = capsys.readouterr()
     key = out.err.split(": ", 1)[1].strip()
     entry = json.loads(out.out)
     assert key.startswith("ops.") and entry["id"] == "ops" and entry["role"] == "filter"
-    assert key not in out.out
+    assert len(key) == len("ops.") + 43   # 256 random bits in base64url
+    assert key not in out.out and entry["hash"].startswith("hmac-sha256$")
     assert keys.verify(key, entry["hash"]) and not keys.verify(key + "x", entry["hash"])
+
+
+def test_key_helper_hashes_a_key_from_stdin_and_refuses_a_short_secret(capsys, monkeypatch):
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.StringIO(ANALYST_KEY + "\n"))
+    keys._main(["hash", "--role", "analyst"])
+    entry = json.loads(capsys.readouterr().out)
+    assert entry["id"] == "methods" and entry["hash"].startswith("hmac-sha256$")
+    assert keys.verify(ANALYST_KEY, entry["hash"])
+    # A fast hash is safe for random secrets only: a password-like one is refused.
+    monkeypatch.setattr("sys.stdin", io.StringIO("methods.hunter2\n"))
+    with pytest.raises(SystemExit) as exc:
+        keys._main(["hash", "--role", "analyst"])
+    assert exc.value.code == 2
+    assert "at least 22 random characters" in capsys.readouterr().err
+
+
+# An entry as `python -m service.keys new` wrote it before hmac-sha256 (scrypt, n=2**14).
+SCRYPT_ENTRY = {"id": "old-portal", "role": "filter", "hash": (
+    "scrypt$16384$8$1$EPFVnZR-lC8BhUxvqdV9Dw$8FPpWW1XIg8VjSR9D0oOxn00fi96ArLT0e-cbnRDjngMC_"
+    "En4Lm4yar9r34GNzMDcc2UIYrZc8K_CmABWIgqjQ")}
+
+
+def test_scrypt_entries_stop_the_start_and_say_what_to_do(tmp_path):
+    path = tmp_path / "k.json"
+    path.write_text(json.dumps({"keys": [SCRYPT_ENTRY]}))
+    with pytest.raises(ConfigError, match=r"keys\.0\.hash \(id 'old-portal'\): scrypt") as exc:
+        Settings.from_env({"SDC_API_KEYS_FILE": str(path)})
+    assert "python -m service.keys new" in str(exc.value)
+    assert SCRYPT_ENTRY["hash"] not in str(exc.value)
+
+
+def test_a_reloaded_scrypt_entry_keeps_the_previous_keys(secured, key_file, monkeypatch,
+                                                          caplog):
+    monkeypatch.setattr(keys, "RELOAD_INTERVAL", 0.0)
+    time.sleep(0.01)
+    key_file.write_text(json.dumps({"keys": [SCRYPT_ENTRY]}))
+    r = secured.post("/v1/sensitivity", json=BODY, headers={"X-API-Key": FILTER_KEY})
+    assert r.status_code == 200
+    assert "previous keys stay in force" in caplog.text and "scrypt" in caplog.text
+
+
+def _median_seconds(call, key: str, rounds: int = 2000) -> float:
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        call(key)
+        times.append(time.perf_counter() - start)
+    return sorted(times)[rounds // 2]
+
+
+def test_unknown_ids_and_wrong_secrets_take_the_same_few_microseconds(key_file):
+    """Before: a known id with a wrong secret cost a 40-70 ms scrypt, an unknown id 1 us,
+    so the time told which ids exist. Now both do the same work (service.keys)."""
+    store = keys.KeyStore(key_file)
+    assert store.verify(FILTER_KEY).role == "filter"
+    assert store.verify(ANALYST_KEY).role == "analyst"
+    wrong = {"unknown id": "nobody.filter-secret-0123456789",
+             "known id, hmac-sha256 entry": "portal.wrong-secret-0123456789",
+             "known id, sha256 entry": "methods.wrong-secret-012345678",
+             "no secret": "portal."}
+    medians = {}
+    for name, key in wrong.items():
+        assert store.verify(key) is None, name
+        medians[name] = _median_seconds(store.verify, key)
+    assert max(medians.values()) < 0.001, medians
+    # The same work: medians within 50 us of each other (the old gap was 40,000 us).
+    assert max(medians.values()) - min(medians.values()) < 50e-6, medians
+
+
+def test_many_concurrent_wrong_keys_do_not_delay_a_valid_one(secured):
+    """400 wrong keys for a known id in flight at once, then a valid key: before, each
+    wrong key waited its turn for a 40-70 ms scrypt and the valid one waited behind
+    them all (36 s measured through HTTP). Now it is answered within a fraction of a
+    second."""
+    import asyncio
+
+    import httpx
+
+    transport = httpx.ASGITransport(app=secured.app)
+
+    async def run() -> tuple[list[int], int, float]:
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            wrong = [asyncio.create_task(client.post(
+                "/v1/sensitivity", json=BODY, headers={"X-API-Key": f"portal.wrong-{i:032d}"}))
+                for i in range(400)]
+            await asyncio.sleep(0)   # the wrong keys are sent first
+            start = time.perf_counter()
+            valid = await client.post("/v1/sensitivity", json=BODY,
+                                      headers={"X-API-Key": FILTER_KEY})
+            elapsed = time.perf_counter() - start
+            return [r.status_code for r in await asyncio.gather(*wrong)], valid.status_code, \
+                elapsed
+
+    wrong_statuses, valid_status, elapsed = asyncio.run(run())
+    assert set(wrong_statuses) == {401} and valid_status == 200
+    assert elapsed < 2.0, f"a valid key waited {elapsed:.2f} s behind 400 wrong ones"
 
 
 def test_create_app_refuses_a_bad_key_file(tmp_path):

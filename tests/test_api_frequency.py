@@ -385,7 +385,7 @@ def test_unknown_code_and_duplicate_cell_name_the_cell(client):
 def test_table_over_the_cell_limit_413(make_client):
     client = make_client(max_cells=8)
     detail = error(client, small(threshold={"t": 3}), status=413)   # 3 x 3 = 9 cells
-    assert detail["field"] == "cells"
+    assert detail["field"] == "dimensions"
 
 
 def test_counts_adding_up_beyond_2_53_refused(client):

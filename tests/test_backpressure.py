@@ -80,16 +80,22 @@ def test_cancelled_request_keeps_its_slot_until_the_thread_is_done():
     asyncio.run(scenario())
 
 
-def test_full_pool_503_with_retry_after_and_health_stays_up(monkeypatch):
+def _gated_sensitivity(monkeypatch) -> threading.Event:
+    """Make /v1/sensitivity wait for the returned event in the pool (even small tables)."""
     gate = threading.Event()
     real = sensitivity._assess
 
     def slow(*args):
-        gate.wait(10)
+        gate.wait(20)
         return real(*args)
 
     monkeypatch.setattr(sensitivity, "_assess", slow)
-    monkeypatch.setattr(work, "INLINE_CELLS", 0)   # even small tables go to the pool
+    monkeypatch.setattr(work, "INLINE_CELLS", 0)
+    return gate
+
+
+def test_full_pool_503_with_retry_after_and_health_stays_up(monkeypatch):
+    gate = _gated_sensitivity(monkeypatch)
     app = create_app(Settings(worker_threads=1, queue_depth=1))
 
     async def scenario():
@@ -252,3 +258,102 @@ def test_slow_large_body_gets_408_and_frees_its_slot(monkeypatch):
     assert "0.2 seconds" in slow.json()["detail"][0]["message"]
     assert ok.status_code == 200 and app.state.pool.large_requests == 0
     assert 'sdc_rejected_requests_total{reason="timeout"} 1.0' in metrics
+
+
+def test_drain_refuses_queued_and_new_work_and_lets_the_running_task_finish():
+    async def scenario():
+        pool = work.Pool(1, 2)
+        gate = threading.Event()
+        running = asyncio.ensure_future(pool.run(gate.wait, 10))
+        await asyncio.sleep(0.05)
+        queued = [asyncio.ensure_future(pool.run(lambda: "ran")) for _ in range(2)]
+        await asyncio.sleep(0.01)
+        assert pool.admitted == 3
+        pool.drain()
+        for task in queued:
+            with pytest.raises(work.ShuttingDown) as refused:
+                await asyncio.wait_for(task, 1)
+            assert refused.value.status_code == 503
+            assert refused.value.headers == {"Retry-After": "1"}
+            assert "shutting down" in refused.value.detail
+        with pytest.raises(work.ShuttingDown):
+            await pool.run(sum, [1, 2])
+        assert not pool.admit_request()
+        assert not running.done() and pool.admitted == 1
+        gate.set()
+        assert await asyncio.wait_for(running, 5) is True
+        await asyncio.sleep(0.01)
+        assert pool.admitted == 0
+        pool.drain()   # idempotent
+        pool.shutdown()
+
+    asyncio.run(scenario())
+
+
+def _wait_for(condition, seconds: float = 10) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.01)
+
+
+def test_shutdown_refuses_queued_requests_with_503_and_finishes_the_running_one(monkeypatch):
+    """SIGTERM with one solve running and two queued (1 thread + SDC_QUEUE_DEPTH=2): the
+    queued ones are answered 503 with Retry-After at once, in the service's error shape,
+    and the running one is answered 200 when it ends."""
+    from tests.test_slow_clients import served
+    gate = _gated_sensitivity(monkeypatch)
+    app = create_app(Settings(worker_threads=1, queue_depth=2, shutdown_seconds=20))
+    pool = app.state.pool
+    replies: dict = {}
+    with served(app, app.state.settings) as (server, port):
+        def call(i):
+            r = httpx.post(f"http://127.0.0.1:{port}/v1/sensitivity", json=BODY, timeout=30)
+            replies[i] = (r, time.monotonic())
+
+        threads = [threading.Thread(target=call, args=(i,)) for i in range(3)]
+        threads[0].start()
+        _wait_for(lambda: pool.admitted == 1)   # the first one holds the thread
+        for t in threads[1:]:
+            t.start()
+        _wait_for(lambda: pool.admitted == 3)
+        stopped = time.monotonic()
+        server.should_exit = True   # what uvicorn's SIGTERM handler does
+        for t in threads[1:]:
+            t.join(10)
+        try:
+            for i in (1, 2):
+                r, at = replies[i]
+                assert r.status_code == 503 and r.headers["retry-after"] == "1"
+                assert r.json()["error"] == "unavailable"
+                assert "shutting down" in r.json()["detail"][0]["message"]
+                assert at - stopped < 2
+            assert 0 not in replies   # still running
+        finally:
+            gate.set()
+        threads[0].join(20)
+    r, _ = replies[0]
+    assert r.status_code == 200 and len(r.json()["cells"]) == 3
+    metrics = app.state.metrics.registry.get_sample_value
+    assert metrics("sdc_rejected_requests_total", {"reason": "overloaded"}) == 2
+
+
+def test_a_request_cut_by_the_shutdown_period_gets_a_json_503(monkeypatch):
+    """When SDC_SHUTDOWN_SECONDS runs out before a request is answered, uvicorn cancels it;
+    the caller gets 503 with Retry-After in the usual shape, not a plain-text 500."""
+    from tests.test_slow_clients import served
+    gate = _gated_sensitivity(monkeypatch)
+    app = create_app(Settings(worker_threads=1, queue_depth=0, shutdown_seconds=0.5))
+    replies: list = []
+    with served(app, app.state.settings) as (server, port):
+        thread = threading.Thread(target=lambda: replies.append(httpx.post(
+            f"http://127.0.0.1:{port}/v1/sensitivity", json=BODY, timeout=30)))
+        thread.start()
+        _wait_for(lambda: app.state.pool.admitted == 1)
+        server.should_exit = True
+        thread.join(10)
+        gate.set()
+    (r,) = replies
+    assert r.status_code == 503 and r.headers["retry-after"] == "1"
+    assert r.headers["content-type"] == "application/json"
+    assert "shutting down" in r.json()["detail"][0]["message"]

@@ -38,6 +38,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from yamllint import linter
 from yamllint.config import YamlLintConfig
 
+from service.__main__ import KEEP_ALIVE_SECONDS, GuardedHttpProtocol, server_options
 from service.config import ConfigError, Settings, load_profiles
 from service.keys import KeyFileError, load_key_file, verify
 from service.metrics import REJECTION_REASONS, SOLVER_STATUSES
@@ -50,6 +51,7 @@ GRAFANA = DEPLOY / "grafana"
 COMPOSE = DEPLOY / "compose.yaml"
 LOCAL_KEYS = DEPLOY / "local" / "api-keys.json"
 SECRET_TEMPLATE = K8S / "secret.template.yaml"
+PROFILES_TEMPLATE = K8S / "secret-profiles.template.yaml"
 #: Oldest Kubernetes minor the manifests are written for (README, Deployment), and the
 #: newest whose schemas kubernetes-validate bundles.
 K8S_VERSIONS = ("1.28.0", kubernetes_validate.utils.latest_version())
@@ -122,12 +124,14 @@ def test_schema_validation_catches_a_misspelt_field_and_a_wrong_type():
         kubernetes_validate.validate(wrong, K8S_VERSIONS[0], strict=True)
 
 
-def test_kustomization_applies_every_manifest_but_the_secret_template():
+def test_kustomization_applies_every_manifest_but_the_secret_templates():
     kustomization = load_yaml(K8S / "kustomization.yaml")
     assert kustomization["kind"] == "Kustomization"
     listed = set(kustomization["resources"])
-    assert SECRET_TEMPLATE.name not in listed, "applying the folder must never overwrite keys"
-    assert listed == {p.name for p in k8s_files()} - {SECRET_TEMPLATE.name}
+    templates = {p.name for p in K8S.glob("*.template.yaml")}
+    assert {SECRET_TEMPLATE.name, PROFILES_TEMPLATE.name} <= templates
+    assert not templates & listed, "applying the folder must never overwrite keys or profiles"
+    assert listed == {p.name for p in k8s_files()} - templates
     assert kustomization["namespace"] == k8s("Namespace", "sdc")["metadata"]["name"]
     image = container()["image"].split(":")
     assert [i["name"] for i in kustomization["images"]] == [image[0]]
@@ -152,13 +156,15 @@ def test_selectors_ports_and_targets_agree():
         assert selects(spread["labelSelector"]["matchLabels"])
 
     ports = {p["name"]: p["containerPort"] for p in container()["ports"]}
-    assert ports == {"http": int(env_of(container())["SDC_PORT"])}
-    for port in k8s("Service")["spec"]["ports"]:
-        assert port["targetPort"] in ports
+    env = env_of(container())
+    assert ports == {"http": int(env["SDC_PORT"]), "metrics": int(env["SDC_METRICS_PORT"])}
+    # The Service carries the API only; Prometheus scrapes the pods' metrics port.
+    assert [port["targetPort"] for port in k8s("Service")["spec"]["ports"]] == ["http"]
     policy = k8s("NetworkPolicy")["spec"]
-    assert [p["port"] for rule in policy["ingress"] for p in rule["ports"]] == [ports["http"]]
+    assert sorted(p["port"] for rule in policy["ingress"] for p in rule["ports"]) == \
+        sorted(ports)
     assert set(policy["policyTypes"]) == {"Ingress", "Egress"} and policy["egress"] == []
-    assert pod["metadata"]["annotations"]["prometheus.io/port"] == str(ports["http"])
+    assert pod["metadata"]["annotations"]["prometheus.io/port"] == str(ports["metrics"])
 
     target = k8s("HorizontalPodAutoscaler")["spec"]["scaleTargetRef"]
     assert (target["kind"], target["name"]) == ("Deployment", deployment["metadata"]["name"])
@@ -208,15 +214,40 @@ def test_probes_hit_endpoints_the_app_answers(client):
         assert client.get(get["path"]).status_code == 200, probe
 
 
+#: Seconds a request may still take once its solve ends (the reply built and written), and
+#: for the process to exit once the shutdown period is over.
+REPLY_SECONDS = 10
+EXIT_SECONDS = 5
+
+
+def deployment_settings() -> Settings:
+    """The Deployment's settings, without the mounted files and the listen address (both
+    checked in test_deployment_environment_is_one_the_service_starts_with)."""
+    elsewhere = {"SDC_PROFILES", "SDC_API_KEYS_FILE", "SDC_NOISE_SECRET_FILE", "SDC_HOST"}
+    return Settings.from_env({k: v for k, v in env_of(container()).items()
+                              if k not in elsewhere})
+
+
 def test_shutdown_fits_in_the_grace_period():
+    """On SIGTERM the server refuses the work queued for the pool at once (503, see
+    tests/test_backpressure.py), so whatever the queue depth only the running requests
+    must end within SDC_SHUTDOWN_SECONDS: a solve (at most SDC_MAX_SOLVER_SECONDS) or a
+    body still arriving (at most SDC_BODY_SECONDS), each with its reply. The grace period
+    covers preStop, the shutdown period and the exit."""
     spec = k8s("Deployment")["spec"]["template"]["spec"]
-    env = env_of(container())
+    s = deployment_settings()
     pre_stop = container()["lifecycle"]["preStop"]["exec"]["command"]
     assert pre_stop[0] == "sleep"
-    assert float(env["SDC_SHUTDOWN_SECONDS"]) > float(env["SDC_MAX_SOLVER_SECONDS"]), \
+    options = server_options(s)
+    assert options["http"] == f"{GuardedHttpProtocol.__module__}:GuardedHttpProtocol", \
+        "the protocol that drains the queue"
+    assert options["timeout_graceful_shutdown"] == s.shutdown_seconds
+    assert s.shutdown_seconds >= s.max_solver_seconds + REPLY_SECONDS, \
         "a solve running at SIGTERM must be able to finish"
-    assert spec["terminationGracePeriodSeconds"] > (float(env["SDC_SHUTDOWN_SECONDS"])
-                                                   + float(pre_stop[1]))
+    assert s.shutdown_seconds >= s.body_seconds + REPLY_SECONDS, \
+        "a body arriving at SIGTERM must be answered"
+    assert spec["terminationGracePeriodSeconds"] >= (float(pre_stop[1]) + s.shutdown_seconds
+                                                    + EXIT_SECONDS)
 
 
 def mounted_files(c: dict, spec: dict, sources: dict[str, dict[str, str]]) -> dict[str, str]:
@@ -239,15 +270,15 @@ def test_deployment_environment_is_one_the_service_starts_with(tmp_path):
     documented = (ROOT / "service" / "config.py").read_text()
     for name in env:
         assert name.startswith("SDC_") and name in documented, f"{name} is not a setting"
-    profiles = k8s("ConfigMap", "sdc-service-profiles")
+    profiles = load_yaml(PROFILES_TEMPLATE)
     secret = load_yaml(SECRET_TEMPLATE)
-    files = mounted_files(c, spec, {profiles["metadata"]["name"]: profiles["data"],
+    files = mounted_files(c, spec, {profiles["metadata"]["name"]: profiles["stringData"],
                                     secret["metadata"]["name"]: secret["stringData"]})
     assert env["SDC_PROFILES"] in files and env["SDC_API_KEYS_FILE"] in files
     assert env["SDC_NOISE_SECRET_FILE"] in files
-    # The service reads the mounted files: the profiles as mounted, and in place of the
-    # template's placeholder keys and noise secret the local example keys and a real one.
-    (tmp_path / "profiles.json").write_text(files[env["SDC_PROFILES"]])
+    # The service reads the mounted files: in place of the templates' placeholders the
+    # example profiles, the local example keys and a real noise secret.
+    (tmp_path / "profiles.json").write_text((DEPLOY / "profiles.example.json").read_text())
     (tmp_path / "noise-secret").write_text("x7Qm2pV9rT4wL8sK1nB6cJ3hF5dG0aZe\n")
     local = dict(env, SDC_PROFILES=str(tmp_path / "profiles.json"),
                  SDC_API_KEYS_FILE=str(LOCAL_KEYS),
@@ -256,14 +287,26 @@ def test_deployment_environment_is_one_the_service_starts_with(tmp_path):
     assert settings.host == "0.0.0.0" and settings.workers == 1
     assert settings.profiles and settings.api_keys_file == LOCAL_KEYS
     assert settings.noise_secret is not None
+    # Documentation behind the key, metrics on their own port.
+    assert settings.open_docs is False and settings.metrics_port == 9464
 
 
-def test_profiles_config_map_is_the_example_profile_file(tmp_path):
-    data = k8s("ConfigMap", "sdc-service-profiles")["data"]
-    assert json.loads(data["profiles.json"]) == json.loads((DEPLOY / "profiles.example.json")
-                                                           .read_text())
-    (tmp_path / "profiles.json").write_text(data["profiles.json"])
-    assert load_profiles(tmp_path / "profiles.json")
+def test_profiles_are_a_secret_template_that_cannot_start_the_service(tmp_path):
+    """The confidential rule parameters are in no ConfigMap and in no committed value: a
+    Secret, created by the operator, mounted where SDC_PROFILES points."""
+    assert not [d for p in k8s_files() for d in yaml.safe_load_all(p.read_text())
+                if d and d["kind"] == "ConfigMap"]
+    secret = load_yaml(PROFILES_TEMPLATE)
+    assert secret["kind"] == "Secret" and "TEMPLATE" in PROFILES_TEMPLATE.read_text()
+    assert set(secret["stringData"]) == {"profiles.json"}
+    assert "REPLACE" in secret["stringData"]["profiles.json"]
+    volumes = {v["name"]: v for v in k8s("Deployment")["spec"]["template"]["spec"]["volumes"]}
+    (mount,) = [m for m in container()["volumeMounts"]
+                if env_of(container())["SDC_PROFILES"].startswith(m["mountPath"] + "/")]
+    assert volumes[mount["name"]]["secret"]["secretName"] == secret["metadata"]["name"]
+    (tmp_path / "profiles.json").write_text(secret["stringData"]["profiles.json"])
+    with pytest.raises(ConfigError, match="invalid SDC_PROFILES"):
+        load_profiles(tmp_path / "profiles.json")
 
 
 def test_secret_template_is_a_template_that_cannot_start_the_service(tmp_path):
@@ -517,7 +560,9 @@ def test_prometheus_configs_scrape_the_service_as_the_alerts_expect():
         assert (PROMETHEUS / rule_file).is_file()
     (job,) = config["scrape_configs"]
     compose = load_yaml(COMPOSE)
-    port = compose["services"][JOB]["environment"]["SDC_PORT"]
+    environment = compose["services"][JOB]["environment"]
+    port = environment["SDC_METRICS_PORT"]
+    assert port != environment["SDC_PORT"] and environment["SDC_OPEN_DOCS"] == "false"
     assert job["job_name"] == JOB and job["metrics_path"] == "/metrics"
     assert job["static_configs"][0]["targets"] == [f"{JOB}:{port}"]
 
@@ -652,3 +697,199 @@ def test_compose_environment_starts_the_service_with_the_local_keys():
         key = f"{entry['id']}.{LOCAL_KEY_SECRET}"
         assert entry["comment"].startswith("LOCAL USE ONLY") and key in readme
         assert verify(key, keys[entry["id"]].hash)
+
+
+# --- Network policy, open endpoints, supply chain (issue 14) ----------------------------
+
+
+def namespace_names(selector: dict) -> set[str]:
+    """The namespaces a namespaceSelector admits by name; empty when it admits by other
+    labels (which anybody who can label a namespace can match) or admits every namespace."""
+    names = set()
+    if set(selector) - {"matchLabels", "matchExpressions"}:
+        return set()
+    labels = selector.get("matchLabels", {})
+    if set(labels) - {"kubernetes.io/metadata.name"}:
+        return set()
+    if "kubernetes.io/metadata.name" in labels:
+        names.add(labels["kubernetes.io/metadata.name"])
+    for expr in selector.get("matchExpressions", []):
+        if expr["key"] != "kubernetes.io/metadata.name" or expr["operator"] != "In":
+            return set()
+        names |= set(expr["values"])
+    return names
+
+
+def test_network_policy_admits_labelled_pods_of_named_namespaces_each_to_its_port():
+    policy = k8s("NetworkPolicy")["spec"]
+    by_port = {}
+    for rule in policy["ingress"]:
+        for peer in rule["from"]:
+            # Namespace and pod selector in the same element: both must match. A
+            # namespaceSelector of its own element, or {}, would admit whole namespaces
+            # or the label from any namespace.
+            assert set(peer) == {"namespaceSelector", "podSelector"}, peer
+            assert namespace_names(peer["namespaceSelector"]), peer["namespaceSelector"]
+            assert peer["podSelector"]["matchLabels"], peer
+        for port in rule["ports"]:
+            by_port.setdefault(port["port"], []).extend(rule["from"])
+    (client,) = [peer for peer in by_port["http"]
+                 if peer["podSelector"]["matchLabels"] == {"sdc-service/client": "true"}]
+    assert "sdc" not in namespace_names(client["namespaceSelector"])
+    (prometheus,) = by_port["metrics"]
+    assert namespace_names(prometheus["namespaceSelector"]) == {"monitoring"}
+    assert prometheus["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "prometheus"}
+
+
+def test_namespace_check_catches_open_selectors():
+    assert namespace_names({}) == set()
+    assert namespace_names({"matchLabels": {"team": "portal"}}) == set()
+    assert namespace_names({"matchExpressions": [
+        {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["x"]}]}) == set()
+    assert namespace_names({"matchLabels": {"kubernetes.io/metadata.name": "a"}}) == {"a"}
+
+
+def test_deployments_close_docs_and_move_metrics_off_the_api_port():
+    env = env_of(container())
+    compose = load_yaml(COMPOSE)["services"][JOB]["environment"]
+    for where, settings in (("deploy/k8s", env), ("deploy/compose.yaml", compose)):
+        assert settings["SDC_OPEN_DOCS"] == "false", where
+        assert settings["SDC_METRICS_PORT"] != settings["SDC_PORT"], where
+    # The Compose file publishes the API only: Prometheus reaches metrics inside its network.
+    assert load_yaml(COMPOSE)["services"][JOB]["ports"] == [
+        f"127.0.0.1:{compose['SDC_PORT']}:{compose['SDC_PORT']}"]
+
+
+def test_base_image_is_pinned_by_digest():
+    text = (ROOT / "Dockerfile").read_text()
+    (image,) = re.findall(r"^ARG PYTHON_IMAGE=(\S+)$", text, re.M)
+    assert re.fullmatch(r"python:3\.11-slim@sha256:[0-9a-f]{64}", image)
+    assert re.findall(r"^FROM (\S+)", text, re.M) == ["${PYTHON_IMAGE}"] * 2
+    # A build given a PYTHON_IMAGE without a digest stops.
+    assert 'case "$PYTHON_IMAGE" in *@sha256:*) ;; *)' in text
+
+
+LOCK = ROOT / "requirements.lock"
+
+
+def lock_pins() -> dict[str, tuple[str, list[str]]]:
+    """requirements.lock as {normalised name: (version, hashes)}."""
+    from packaging.utils import canonicalize_name
+
+    text = re.sub(r"\\\n", " ", LOCK.read_text())
+    pins = {}
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        m = re.fullmatch(r"([A-Za-z0-9._-]+)==(\S+)((?:\s+--hash=sha256:[0-9a-f]{64})+)", line)
+        assert m, f"not a pinned requirement with hashes: {line[:80]}"
+        pins[canonicalize_name(m[1])] = (m[2], re.findall(r"[0-9a-f]{64}", m[3]))
+    return pins
+
+
+#: The platform of the image: markers of the locked requirements are judged for it.
+IMAGE_ENV = {"python_version": "3.11", "python_full_version": "3.11.0", "os_name": "posix",
+             "sys_platform": "linux", "platform_system": "Linux",
+             "platform_machine": "x86_64", "implementation_name": "cpython",
+             "platform_python_implementation": "CPython"}
+
+
+def test_lock_covers_the_runtime_dependencies_with_hashes():
+    """Every runtime dependency of pyproject.toml (with its extras' dependencies, read from
+    the installed metadata where the installed version is the locked one) and the build
+    backend are pinned in requirements.lock with hashes, at versions pyproject allows.
+    Regenerate: README "The image"."""
+    import tomllib
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    pins = lock_pins()
+    assert all(hashes for _, hashes in pins.values())
+    wanted = [Requirement(r) for r in project["project"]["dependencies"]]
+    wanted += [Requirement(r) for r in project["build-system"]["requires"]]
+    seen = set()
+    while wanted:
+        req = wanted.pop()
+        name = canonicalize_name(req.name)
+        assert name in pins, f"{req} is not in requirements.lock"
+        version = pins[name][0]
+        assert req.specifier.contains(version, prereleases=True), f"{req}: locked {version}"
+        if (name, frozenset(req.extras)) in seen:
+            continue
+        seen.add((name, frozenset(req.extras)))
+        try:
+            installed = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+        if installed.version != version:
+            continue
+        for text in installed.requires or []:
+            sub = Requirement(text)
+            if sub.marker is None or any(sub.marker.evaluate({**IMAGE_ENV, "extra": e})
+                                         for e in ("", *req.extras)):
+                wanted.append(sub)
+    assert {"fastapi", "uvicorn", "numpy", "setuptools"} <= {n for n, _ in seen}
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "--require-hashes --only-binary=:all: -r requirements.lock" in dockerfile
+    assert "--no-deps --no-build-isolation ." in dockerfile
+
+
+# --- Ingress ----------------------------------------------------------------------------
+
+
+def ingress_controller_config() -> dict[str, str]:
+    """The ingress-nginx controller ConfigMap keys that ingress.yaml documents in its
+    comment (lines ``#   key: "value"``): controller-wide, so not applied from there."""
+    return dict(re.findall(r'^#   ([a-z-]+): "([^"]*)"$', (K8S / "ingress.yaml").read_text(),
+                           re.M))
+
+
+def nginx_size(value: str) -> int:
+    """An nginx size ("16m", "16k", "1024") in bytes."""
+    m = re.fullmatch(r"([0-9]+)([kKmMgG]?)", value)
+    assert m, f"unreadable nginx size {value!r}"
+    return int(m[1]) * {"": 1, "k": 2**10, "m": 2**20, "g": 2**30}[m[2].lower()]
+
+
+def test_ingress_limits_agree_with_the_service():
+    ingress = k8s("Ingress")
+    prefix = "nginx.ingress.kubernetes.io/"
+    notes = {k.removeprefix(prefix): v for k, v in ingress["metadata"]["annotations"].items()
+             if k.startswith(prefix)}
+    s = deployment_settings()
+    assert nginx_size(notes["proxy-body-size"]) == s.max_body_bytes, \
+        "nginx must refuse with 413 exactly what the service would"
+    # nginx reads whole bodies and replies: slow clients stay at nginx.
+    assert notes["proxy-request-buffering"] == "on" and notes["proxy-buffering"] == "on"
+    assert float(notes["proxy-read-timeout"]) >= s.max_solver_seconds + REPLY_SECONDS, \
+        "nginx must wait for a solve at the cap and its reply"
+    assert 0 < int(notes["limit-connections"]) < s.max_connections
+    assert int(notes["limit-rps"]) > 0
+
+    controller = ingress_controller_config()
+    assert set(controller) == {"client-header-timeout", "client-body-timeout",
+                               "large-client-header-buffers", "upstream-keepalive-timeout"}
+    assert 0 < float(controller["client-header-timeout"]) <= s.header_seconds
+    assert 0 < float(controller["client-body-timeout"]) <= s.body_seconds
+    count, size = controller["large-client-header-buffers"].split()
+    assert int(count) * nginx_size(size) <= s.max_header_bytes
+    assert float(controller["upstream-keepalive-timeout"]) < KEEP_ALIVE_SECONDS, \
+        "nginx must drop an idle upstream connection before the service closes it"
+
+    service = k8s("Service")
+    port_names = {p["name"] for p in service["spec"]["ports"]}
+    paths = [p for rule in ingress["spec"]["rules"] for p in rule["http"]["paths"]]
+    assert paths
+    for path in paths:
+        # Only the API: health, readiness and metrics stay inside the cluster.
+        assert path["path"].startswith("/v1/")
+        backend = path["backend"]["service"]
+        assert backend["name"] == service["metadata"]["name"]
+        assert backend["port"]["name"] in port_names
+    hosts = {rule["host"] for rule in ingress["spec"]["rules"]}
+    assert hosts <= {h for tls in ingress["spec"]["tls"] for h in tls["hosts"]}, \
+        "every host is served over TLS"

@@ -7,12 +7,14 @@ import io
 import json
 import logging
 import sys
+from pathlib import Path
 
 import pytest
 
 from service import logs
 from service.api import sensitivity
 
+ROOT = Path(__file__).resolve().parents[1]
 SECRET_VALUE = 98765.4321
 SECRET_HOLDING = "RESPONDENT-7781"
 BODY = {"cells": [{"key": ["Mining", "North"], "contributions": [
@@ -129,3 +131,39 @@ def test_uvicorn_access_log_is_off_and_all_json():
     assert cfg["loggers"]["uvicorn.access"]["propagate"] is False
     assert cfg["formatters"]["json"]["()"] == "service.logs.JSONFormatter"
     assert cfg["loggers"]["sdc"]["level"] == "WARNING"
+
+
+def test_a_401_line_names_the_presented_key_id_never_the_secret(make_client, log_lines,
+                                                                 tmp_path):
+    """The SDCUnauthorizedRequests alert sends the operator to the access log for the key
+    id of refused requests: a 401 line carries the id presented when it is a well-formed
+    id of a ``<id>.<secret>`` key (known or not), no role, and never the secret."""
+    import yaml
+
+    from service import keys
+
+    path = tmp_path / "keys.json"
+    path.write_text(json.dumps({"keys": [{"id": "portal", "role": "filter",
+                                          "hash": keys.hash_key("portal.right-secret-0123456789")}]}))
+    client = make_client(api_keys_file=path)
+    sent = {"portal.WRONG-SECRET-0000000000": "portal",        # known id, wrong secret
+            "someone-else.WRONG-SECRET-1111": "someone-else",  # unknown id
+            "WRONGSECRETWITHOUTANID2222": None,                 # a bare secret: no id to name
+            "bad id!.WRONG-SECRET-3333": None,                  # not a well-formed id
+            "": None}                                           # no key at all
+    for key in sent:
+        headers = {"X-API-Key": key} if key else {}
+        assert client.post("/v1/sensitivity", json=BODY, headers=headers).status_code == 401
+    assert client.post("/v1/sensitivity", json=BODY, headers={
+        "Authorization": "Bearer portal.right-secret-0123456789"}).status_code == 200
+    lines = [x for x in log_lines() if x["logger"] == "sdc.access"]
+    assert [x["status"] for x in lines] == [401] * len(sent) + [200]
+    assert [x.get("key_id") for x in lines] == [*sent.values(), "portal"]
+    assert [x.get("role") for x in lines] == [None] * len(sent) + ["filter"]
+    text = json.dumps(log_lines())
+    assert "WRONG" not in text and "right-secret" not in text
+    _assert_no_data(log_lines())
+    rules = [r for g in yaml.safe_load((ROOT / "deploy" / "prometheus" / "alerts.yml")
+                                       .read_text())["groups"] for r in g["rules"]]
+    (alert,) = [r for r in rules if r["alert"] == "SDCUnauthorizedRequests"]
+    assert "key id" in alert["annotations"]["description"]

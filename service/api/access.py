@@ -7,10 +7,14 @@ solve for a profile's confidential parameters (seed 003 B.1.e).
 
 Every ``/v1`` route needs a key when keys are configured (``SDC_API_KEYS_FILE``, see
 ``service.keys``): :class:`AuthMiddleware` answers 401 before the body is read, so an
-unauthenticated caller costs no parsing. Endpoints take ``Depends(current_caller)`` to learn
-the role, or ``Depends(analyst_only)`` to refuse the filter role with 403. Without keys
-(a developer's machine, loopback only: see ``Settings.from_env``) every caller is an analyst.
-Health, readiness and metrics stay open (scraped from inside the deployment's network).
+unauthenticated caller costs no parsing. Verification is inline and takes microseconds
+(``service.keys``): there is no queue for wrong keys to fill. With ``SDC_OPEN_DOCS=false``
+the interactive documentation and ``/openapi.json`` need a key too (any role). Endpoints
+take ``Depends(current_caller)`` to learn the role, or ``Depends(analyst_only)`` to refuse
+the filter role with 403. Without keys (a developer's machine, loopback only: see
+``Settings.from_env``) every caller is an analyst. Health and readiness stay open (probes);
+``/metrics`` is open on the service port unless ``SDC_METRICS_PORT`` moves it to a port of
+its own (``service.api.health``).
 """
 
 from __future__ import annotations
@@ -18,12 +22,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-import anyio
 from fastapi import Depends, FastAPI, Request
 from starlette.exceptions import HTTPException
 
 from schemas.errors import ErrorReply
-from service.keys import KeyStore
+from service.keys import KeyStore, presented_id
 from service.middleware import send_error
 
 from . import body
@@ -44,11 +47,17 @@ class Caller:
         return self.role == "analyst"
 
 
+@dataclass(frozen=True)
+class Refused:
+    """A request refused with 401, as the access log sees it: the key id it presented
+    (``service.keys.presented_id``: only a well-formed id, never a secret) and no role."""
+
+    key_id: str | None
+    role: None = None
+
+
 #: The caller when no keys are configured (developer mode, loopback only).
 DEVELOPER = Caller("analyst", "developer")
-
-# One slow-hash verification at a time: a flood of wrong keys cannot take every thread.
-_verify_limiter: anyio.CapacityLimiter | None = None
 
 
 def _presented_key(headers) -> str | None:
@@ -62,50 +71,49 @@ def _presented_key(headers) -> str | None:
     return None
 
 
-async def authenticate(store: KeyStore | None, headers) -> Caller | None:
-    """The caller a request's headers prove, ``None`` for a missing or wrong key."""
-    global _verify_limiter
+def authenticate(store: KeyStore | None, key: str | None) -> Caller | None:
+    """The caller a presented key proves, ``None`` for a missing or wrong key."""
     if store is None:
         return DEVELOPER
-    key = _presented_key(headers)
-    if not key:
-        return None
-    entry, tag = store.lookup(key)
-    if entry is None:
-        return None
-    if tag is not None:
-        if _verify_limiter is None:
-            _verify_limiter = anyio.CapacityLimiter(1)
-        ok = await anyio.to_thread.run_sync(store.confirm, key, entry, tag,
-                                            limiter=_verify_limiter)
-        if not ok:
-            return None
-    return Caller(entry.role, entry.id)
+    entry = store.verify(key) if key else None
+    return Caller(entry.role, entry.id) if entry is not None else None
+
+
+def docs_paths(app: FastAPI) -> frozenset[str]:
+    """The paths of the OpenAPI document and the interactive documentation."""
+    return frozenset(p for p in (app.openapi_url, app.docs_url, app.redoc_url,
+                                 app.swagger_ui_oauth2_redirect_url) if p)
 
 
 class AuthMiddleware:
-    """401 for ``/v1`` requests without a valid key, before the body is read; the caller
-    goes to ``request.state.caller`` for the endpoints and the request log."""
+    """401 for ``/v1`` requests (and requests for ``closed`` paths) without a valid key,
+    before the body is read. The caller goes to ``request.state.caller`` for the endpoints
+    and the request log; on a 401 a :class:`Refused` goes there for the log instead."""
 
-    def __init__(self, app, store: KeyStore | None):
+    def __init__(self, app, store: KeyStore | None, closed: frozenset[str] = frozenset()):
         self.app = app
         self.store = store
+        self.closed = closed
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] == "http" and scope["path"].startswith(PROTECTED_PREFIX):
-            caller = await authenticate(self.store, scope["headers"])
+        if scope["type"] == "http" and (scope["path"].startswith(PROTECTED_PREFIX)
+                                        or scope["path"] in self.closed):
+            key = _presented_key(scope["headers"])
+            caller = authenticate(self.store, key)
+            state = scope.setdefault("state", {})
             if caller is None:
+                state["caller"] = Refused(presented_id(key) if key else None)
                 await send_error(send, 401, UNAUTHORIZED, headers=_CHALLENGE)
                 return
-            scope.setdefault("state", {})["caller"] = caller
+            state["caller"] = caller
         await self.app(scope, receive, send)
 
 
 async def current_caller(request: Request) -> Caller:
     """The authenticated caller (FastAPI dependency)."""
     caller = request.scope.get("state", {}).get("caller")
-    if caller is None:   # a route outside /v1, or an app built without the middleware
-        caller = await authenticate(request.app.state.keys, request.headers.raw)
+    if not isinstance(caller, Caller):   # outside /v1, or an app without the middleware
+        caller = authenticate(request.app.state.keys, _presented_key(request.headers.raw))
         if caller is None:
             raise HTTPException(401, UNAUTHORIZED, headers=_CHALLENGE)
         request.scope.setdefault("state", {})["caller"] = caller

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -15,14 +16,17 @@ log = logging.getLogger("sdc.errors")
 
 _REASONS = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
             405: "method_not_allowed", 408: "request_timeout", 413: "payload_too_large",
-            415: "unsupported_media_type", 422: "invalid_request", 503: "unavailable"}
+            415: "unsupported_media_type", 422: "invalid_request", 429: "too_many_requests",
+            503: "unavailable"}
 
 
 class RequestError(Exception):
-    """A request that is well-formed but cannot be served (unknown profile, too many cells)."""
+    """A request that is well-formed but cannot be served (unknown profile, too many cells,
+    a key's budget spent); ``headers`` go into the reply (``Retry-After``)."""
 
-    def __init__(self, status: int, message: str, *, field: str | None = None):
-        self.status, self.message, self.field = status, message, field
+    def __init__(self, status: int, message: str, *, field: str | None = None,
+                 headers: dict[str, str] | None = None):
+        self.status, self.message, self.field, self.headers = status, message, field, headers
 
 
 def error_reply(status: int, detail: list[dict], headers: dict | None = None) -> JSONBytes:
@@ -43,6 +47,23 @@ def _cell_key(body, index):
     except UnicodeEncodeError:
         return None
     return key
+
+
+#: A core message that states a parameter of the rule set: how many largest contributions
+#: its deepest rule reads (a dominance rule's n, a p%-rule's coalition). Callers without the
+#: diagnostics (the filter role, whose rules are a profile's) get :data:`_DEPTH_HIDDEN`.
+_DEPTH_STATED = re.compile(r"needs the \d+ largest")
+_DEPTH_HIDDEN = ("the summary gives fewer of the largest contributions than the rules need; "
+                 "send more of them (at most one per contributor), or the contributions")
+
+
+def _for_caller(message: str, request: Request) -> str:
+    """``message`` as the request's caller may read it: without rule-set parameters unless
+    the caller sees diagnostics."""
+    caller = request.scope.get("state", {}).get("caller")
+    if getattr(caller, "sees_diagnostics", True) or not _DEPTH_STATED.search(message):
+        return message
+    return _DEPTH_HIDDEN
 
 
 def _validation_detail(error: dict, body) -> dict:
@@ -79,12 +100,12 @@ def install(app: FastAPI) -> None:
             cell = None
         cell_key = keys[cell] if keys is not None and cell is not None else None
         return error_reply(422, [{"field": exc.field, "cell": cell, "key": cell_key,
-                                  "message": exc.message}])
+                                  "message": _for_caller(exc.message, request)}])
 
     @app.exception_handler(RequestError)
     async def _request(request: Request, exc: RequestError):
         return error_reply(exc.status, [{"field": exc.field, "cell": None, "key": None,
-                                         "message": exc.message}])
+                                         "message": exc.message}], headers=exc.headers)
 
     @app.exception_handler(HTTPException)
     async def _http(request: Request, exc: HTTPException):

@@ -8,7 +8,6 @@ counts, key/target axis numbers and key hierarchies, and the verdicts back into 
 from __future__ import annotations
 
 import itertools
-import math
 
 import numpy as np
 from fastapi import APIRouter, Depends, Request
@@ -17,6 +16,7 @@ from schemas.errors import ErrorReply
 from schemas.frequency import CountDimension, FrequencyReply, FrequencyRequest
 from service.sdc import frequency as fq
 from service.sdc.errors import InputError
+from service.sdc.table import table_size
 
 from . import convert
 from .access import Caller, current_caller
@@ -46,8 +46,10 @@ async def frequency_sensitivity(request: Request, caller: Caller = Depends(curre
     body = await validated(request, FrequencyRequest)
     settings, metrics = request.app.state.settings, request.app.state.metrics
     check_cell_count(len(body.cells), settings)
-    n_table = math.prod(len(d.codes) for d in body.dimensions)
-    check_cell_count(n_table, settings)
+    # The reply lists every cell of the table (and more): bound it before computing.
+    check_cell_count(_reply_size(body, caller.sees_diagnostics), settings,
+                     what="cells, marginals and areas in the reply", field="dimensions")
+    n_table = table_size(len(d.codes) for d in body.dimensions)
     request.state.cell_keys = [c.key for c in body.cells]
     reply, n_unsafe = await compute(_assess, body, caller.sees_diagnostics,
                                     size=max(n_table, len(body.cells)))
@@ -58,11 +60,34 @@ async def frequency_sensitivity(request: Request, caller: Caller = Depends(curre
 
 # --------------------------------------------------------------------------- wire -> arrays
 
+def _reply_size(body: FrequencyRequest, diagnostics: bool) -> int:
+    """At most how many entries the reply lists: every cell of the table and, with the
+    extended rules, the key marginals of each target, the target marginals and (for
+    analysts) each level's area rows and area cells. From the wire sizes, in Python ints;
+    names that are not dimensions are refused later."""
+    sizes = [len(d.codes) for d in body.dimensions]
+    n = table_size(sizes)
+    if body.rules.extended is None:
+        return n
+    axis = {d.name: a for a, d in enumerate(body.dimensions)}
+    keys = [axis[k] for k in body.keys if k in axis]
+    targets = [axis[t] for t in body.targets if t in axis]
+    total = n + sum(n // sizes[j] for j in targets) + n // table_size(sizes[k] for k in keys)
+    if diagnostics:
+        for a in keys:
+            for level in body.dimensions[a].hierarchy or []:
+                cells = n // sizes[a] * len(set(level.values()))
+                total += sum(cells + cells // sizes[j] for j in targets)
+    return total
+
+
 def _levels(dim: CountDimension, d: int) -> tuple[list[list[int]], list[list[str]]]:
     """Parent positions per level (for :class:`service.sdc.frequency.KeyHierarchy`) and the
     area codes of every level, numbered in order of first appearance."""
     parents, names = [], []
     below = dim.codes
+    # Every name of the dimension and its level (0: leaf): one name, one code.
+    level_of = dict.fromkeys(dim.codes, 0)
     for lvl, mapping in enumerate(dim.hierarchy):
         field = f"dimensions.{d}.hierarchy.{lvl}"
         what = "leaf code" if lvl == 0 else f"level-{lvl} area"
@@ -76,6 +101,13 @@ def _levels(dim: CountDimension, d: int) -> tuple[list[list[int]], list[list[str
             raise InputError(f"'{extra}' is not a {what} of dimension '{dim.name}'", field=field)
         areas: dict[str, int] = {}
         parents.append([areas.setdefault(mapping[c], len(areas)) for c in below])
+        clash = next((a for a in areas if a in level_of), None)
+        if clash is not None:
+            other = "leaf code" if level_of[clash] == 0 else f"level-{level_of[clash]} area"
+            raise InputError(f"level-{lvl + 1} area '{clash}' has the name of a {other} of "
+                             f"dimension '{dim.name}'; each code may name one thing only",
+                             field=field)
+        level_of.update(dict.fromkeys(areas, lvl + 1))
         below = list(areas)
         names.append(below)
     return parents, names

@@ -64,7 +64,8 @@ def _policy(body: FilterRequest, settings, caller: Caller) -> tuple[RuleSet | No
                                "configuration (SDC_NOISE_SECRET)", field="policy")
         return body.policy.rules, body.policy.filter
     profile = settings.profiles.get(body.profile)
-    if profile is None:
+    if profile is None or (profile.filter is None and not caller.sees_diagnostics):
+        # To the filter role a profile it cannot use here is as unknown as a missing one.
         raise RequestError(422, "unknown profile", field="profile")
     if profile.filter is None:
         raise RequestError(422, "the profile has no filter policy", field="profile")

@@ -15,11 +15,11 @@ import scipy.sparse as sp
 
 from schemas import rules as wire
 from schemas.frequency import MAX_COUNT
-from schemas.tables import CountRules, Structure, TableCell
+from schemas.tables import CountRules, Dimension, Structure, TableCell
 from service.sdc import frequency, magnitudes, primary
 from service.sdc.errors import InputError
 from service.sdc.rules import MinimumFrequency
-from service.sdc.table import Hierarchy, LinkedTables, StructureError, Table
+from service.sdc.table import Hierarchy, LinkedTables, StructureError, Table, table_size
 from service.sdc.unions import UnionSource, spread
 
 from . import convert
@@ -32,6 +32,7 @@ def admit(body, request) -> tuple[wire.RuleSet | None, bool, float]:
     be disclosed, and the solver time."""
     settings = request.app.state.settings
     check_cell_count(len(body.cells), settings)
+    check_table_size(body.structure, settings)
     request.state.cell_keys = [c.key for c in body.cells]
     spec, disclose = (resolve_rules(body.rules, body.profile, settings)
                       if body.rules is not None or body.profile is not None else (None, True))
@@ -42,6 +43,33 @@ def admit(body, request) -> tuple[wire.RuleSet | None, bool, float]:
             raise InputError("cells of a count table carry counts as values, not "
                              "contributions or summaries", field="contributions", cell=bad[0])
     return spec, disclose, solver_seconds(body.time_limit, settings)
+
+
+def _n_codes(dim: Dimension) -> int:
+    """The codes of a dimension as sent, total included, counted without building its
+    hierarchy (exactly its size when it is well-formed)."""
+    if dim.leaves is not None:
+        return len(dim.leaves) + 1
+    codes = set(dim.children)
+    for kids in dim.children.values():
+        codes.update(kids)
+    return len(codes)
+
+
+def check_table_size(structure: Structure, settings) -> None:
+    """413 when the table the structure spans, margins included (linked tables: their
+    cells added up), has more cells than ``SDC_MAX_CELLS``; from the number of codes per
+    dimension, in Python ints, before any array of the table's size exists."""
+    sizes = {dim.name: _n_codes(dim) for dim in structure.dimensions}
+    if structure.tables is None:
+        n = table_size(_n_codes(dim) for dim in structure.dimensions)
+        field = "structure.dimensions"
+    else:
+        # Unknown names are refused when the tables are built.
+        n = sum(table_size(sizes[name] for name in names if name in sizes)
+                for names in structure.tables)
+        field = "structure.tables"
+    check_cell_count(n, settings, what="table cells (margins included)", field=field)
 
 
 def space_from_wire(structure: Structure) -> Table | LinkedTables:
@@ -69,12 +97,16 @@ def space_from_wire(structure: Structure) -> Table | LinkedTables:
     if missing:
         raise InputError(f"dimension {sorted(missing)[0]!r} is in no linked table",
                          field="structure.tables")
-    if [h.name for h in LinkedTables(tables).dimensions] != list(dims):
+    try:
+        linked = LinkedTables(tables)
+    except StructureError as exc:
+        raise InputError(exc.message, field="structure.tables") from None
+    if [h.name for h in linked.dimensions] != list(dims):
         # Keys are read in the order of 'dimensions'; the linked space orders them by
         # first appearance in 'tables'.
         raise InputError("list the dimensions in the order they first appear in 'tables'",
                          field="structure.dimensions")
-    return LinkedTables(tables)
+    return linked
 
 
 @dataclass(frozen=True)
@@ -113,8 +145,8 @@ def table_inputs(structure: Structure, cells: list[TableCell], spec: wire.RuleSe
         where = space.cell_indices(np.array([c.key for c in cells], dtype=object).T
                                    if cells else [[] for _ in space.dimensions])
     except StructureError as exc:
-        bad = _first_unknown(space, cells)
-        raise InputError(exc.message, field="key", cell=bad) from None
+        # The cell the message is about (looking each cell up again was quadratic).
+        raise InputError(exc.message, field="key", cell=exc.index) from None
     where = np.asarray(where, dtype=np.int64)
     request_of_cell = np.full(n, -1, dtype=np.int64)
     request_of_cell[where] = np.arange(len(cells))
@@ -233,15 +265,6 @@ def _extended(space, values, counts: CountRules, keys, targets) -> np.ndarray:
                          field="counts.extended")
     config = frequency.ExtendedThresholdConfig(**counts.extended.model_dump())
     return frequency.extended_threshold_rules_on_table(space, values, keys, targets, config)
-
-
-def _first_unknown(space, cells) -> int | None:
-    for i, c in enumerate(cells):
-        try:
-            space.cell_index(c.key)
-        except StructureError:
-            return i
-    return None
 
 
 def _magnitudes(cells, where, n, spec, ruleset):
@@ -413,6 +436,7 @@ def check_additivity(inputs: TableInputs, tolerance: float) -> None:
     v = next((b for b in broken if sent_as[parent[b.index]] >= 0), broken[0])
     members = sent_as[np.concatenate([[parent[v.index]], space.relations[v.index].indices])]
     sent = members[members >= 0]
-    raise InputError(f"margins do not add up: {v.description} is off by {v.residual:g} "
-                     f"(structure.tolerance is {tolerance:g})", field="value",
+    # By how much is left out: the difference is derived from the data (README, errors).
+    raise InputError(f"margins do not add up: {v.description} does not hold within "
+                     f"structure.tolerance ({tolerance:g})", field="value",
                      cell=int(sent[0]) if sent.size else None)

@@ -11,6 +11,10 @@ which never enter the pool, stay responsive while solvers run.
 Large bodies are admitted the same way before they are read (:meth:`Pool.admit_request`):
 parsing and validating a big table runs on the event loop, so without that bound the loop
 itself would become the unbounded queue.
+
+When the server begins to stop (:meth:`Pool.drain`), tasks still waiting for a thread are
+answered 503 with ``Retry-After`` at once and new ones are refused: only the running ones
+must finish within the shutdown period, whatever the queue depth.
 """
 
 from __future__ import annotations
@@ -36,9 +40,16 @@ RETRY_AFTER_SECONDS = 1
 
 
 class PoolFull(HTTPException):
+    def __init__(self, detail: str = "the service is at capacity; retry after the "
+                                     "Retry-After seconds") -> None:
+        super().__init__(503, detail, headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
+
+
+class ShuttingDown(PoolFull):
+    """The server is stopping: the caller should retry, most likely on another instance."""
+
     def __init__(self) -> None:
-        super().__init__(503, "the service is at capacity; retry after the Retry-After seconds",
-                         headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
+        super().__init__("the service is shutting down; retry after the Retry-After seconds")
 
 
 class Pool:
@@ -50,38 +61,60 @@ class Pool:
         self._lock = threading.Lock()
         self.admitted = 0
         self.large_requests = 0
+        self.draining = False
+        self._futures: set = set()   # submitted and not done: what drain() may cancel
         self.metrics = metrics
         if metrics is not None:
             metrics.pool_capacity.set(self.capacity)
             metrics.pool_threads.set(threads)
 
-    def _release(self, _future) -> None:
+    def _release(self, future) -> None:
         # On the future's completion, not the awaiting task's: a cancelled request (client
         # gone) keeps its slot until the thread really stops working on it.
         with self._lock:
+            self._futures.discard(future)
             self.admitted -= 1
             if self.metrics is not None:
                 self.metrics.pool_admitted.set(self.admitted)
 
     async def run(self, fn: Callable[..., T], *args) -> T:
         with self._lock:
+            if self.draining:
+                raise ShuttingDown()
             if self.admitted >= self.capacity:
                 raise PoolFull()
             self.admitted += 1
             if self.metrics is not None:
                 self.metrics.pool_admitted.set(self.admitted)
-        try:
-            future = self._executor.submit(contextvars.copy_context().run, fn, *args)
-        except RuntimeError:   # shut down
-            self._release(None)
-            raise PoolFull() from None
+            try:
+                future = self._executor.submit(contextvars.copy_context().run, fn, *args)
+            except RuntimeError:   # shut down
+                self.admitted -= 1
+                raise ShuttingDown() from None
+            self._futures.add(future)
         future.add_done_callback(self._release)
-        return await asyncio.wrap_future(future)
+        try:
+            return await asyncio.wrap_future(future)
+        except asyncio.CancelledError:
+            # drain() cancelled the queued future, not this task: that is a refusal.
+            if future.cancelled() and not asyncio.current_task().cancelling():
+                raise ShuttingDown() from None
+            raise
+
+    def drain(self) -> None:
+        """The server is stopping: refuse new tasks and large requests, and cancel the
+        queued ones (their callers get :class:`ShuttingDown`); running tasks finish.
+        Idempotent."""
+        with self._lock:
+            self.draining = True
+            queued = list(self._futures)
+        for future in queued:
+            future.cancel()   # False, and no effect, for a task a thread already runs
 
     def admit_request(self) -> bool:
-        """Take a slot for a large request (parse, validate, compute); False when full.
-        Called on the event loop only."""
-        if self.large_requests >= self.capacity:
+        """Take a slot for a large request (parse, validate, compute); False when full or
+        draining. Called on the event loop only."""
+        if self.draining or self.large_requests >= self.capacity:
             return False
         self.large_requests += 1
         return True

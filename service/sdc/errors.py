@@ -26,3 +26,21 @@ class InputError(ValueError):
         self.message = message
         self.field = field
         self.cell = cell
+
+
+#: Codes one error message names at most; a structure with thousands of bad codes gets a
+#: message of a few lines, not one as long as the request.
+NAMED_CODES = 5
+
+
+def some(codes, sep: str = ", ") -> str:
+    """The first :data:`NAMED_CODES` of ``codes`` (a sequence), quoted, then how many more.
+
+    >>> some(["a", "b"])
+    "'a', 'b'"
+    >>> some([str(i) for i in range(8)])
+    "'0', '1', '2', '3', '4' and 3 more"
+    """
+    shown = sep.join(map(repr, codes[:NAMED_CODES]))
+    more = len(codes) - NAMED_CODES
+    return shown if more <= 0 else f"{shown} and {more} more"

@@ -121,6 +121,10 @@ ThresholdZeroPolicy = Literal["safe", "sensitive"]
 # Counts (and their total) above this are refused: beyond 2**53 integers are no longer
 # exact in float64, which the relative rules compare in.
 _MAX_COUNT = 2**53
+#: Levels of areas a key dimension of a structured table may have below its total: rules
+#: 1a and 2a are repeated at each, so a deep chain of codes would take as many passes.
+#: The frequency route's own hierarchies allow as many (schemas.frequency).
+MAX_KEY_LEVELS = 10
 
 
 def _first(mask: np.ndarray) -> int:
@@ -507,12 +511,13 @@ def _hierarchy(c: np.ndarray, target_axis: int, key_axis: int, h: KeyHierarchy,
     levels: list[LevelFlags] = []
     inherited = {r: np.zeros(c.shape, bool) for r in rules}
     prev_counts, prev_flags = c, leaf_flags
+    area = h.leaf_area(0)
     for level in range(1, h.depth + 1):   # a loop over the few levels
         parent, n_areas = h.parents[level - 1], h.n_areas(level)
         agg = _aggregate(prev_counts, parent, n_areas, key_axis)
         found = _rules_1_2(agg, target_axis, (key_axis,), cfg, rules)
         flags, checked = {}, {}
-        area = h.leaf_area(level)
+        area = parent[area]   # each leaf's area one level up (leaf_area, one step at a time)
         for r in rules:
             # An area is checked only when some cell of it at the level below is unsafe.
             below = prev_flags[r].any(axis=target_axis, keepdims=True).astype(np.int64)
@@ -655,21 +660,24 @@ def _key_levels(h: Hierarchy) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """A structured key dimension as :class:`KeyHierarchy` levels: per level above the
     leaves (the total excluded), each code's parent number at the next level, and the
     level's code positions in ``h`` (pre-order). Needs every leaf at one depth."""
-    depth = np.zeros(h.n_codes, dtype=np.int64)
-    up = h.parent
-    while (up >= 0).any():   # a loop over the levels: every code climbs one step at a time
-        depth += up >= 0
-        up = np.where(up >= 0, h.parent[np.maximum(up, 0)], -1)
+    depth = h.depth   # linear: climbing level by level is quadratic on a deep chain
     leaf_depth = np.unique(depth[h.is_leaf])
     if leaf_depth.size != 1:
         raise InputError(f"the extended rules need the leaves of key dimension {h.name!r} "
                          "all at one depth (areas at every level)", field="counts.keys")
+    if leaf_depth[0] - 1 > MAX_KEY_LEVELS:
+        raise InputError(f"the extended rules allow at most {MAX_KEY_LEVELS} levels of areas "
+                         f"between the leaves and the total of key dimension {h.name!r}, "
+                         f"which has {int(leaf_depth[0]) - 1}", field="counts.keys")
+    # Each code numbered within its depth, once: each level then costs its own codes only.
+    order, start = h.by_depth
+    number = np.empty(h.n_codes, dtype=np.int64)
+    number[order] = np.arange(h.n_codes) - start[depth[order]]
     parents, positions = [], []
     below = np.flatnonzero(h.is_leaf)
-    for level in range(1, int(leaf_depth[0])):
-        here = np.flatnonzero(depth == leaf_depth[0] - level)
-        number = np.full(h.n_codes, -1, dtype=np.int64)
-        number[here] = np.arange(here.size)
+    for level in range(1, int(leaf_depth[0])):   # a loop over the levels
+        d = int(leaf_depth[0]) - level
+        here = order[start[d]:start[d + 1]]
         parents.append(number[h.parent[below]])
         positions.append(here)
         below = here

@@ -22,19 +22,28 @@ fastest, as in ``numpy.ravel_multi_index``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from functools import cached_property
 from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
 
-from .errors import InputError
+from .errors import NAMED_CODES, InputError, some
 
 # Relative rounding slack of check_additivity on top of the caller's absolute tolerance:
 # a bound on the floating-point error of summing the terms of one relation.
 _ROUNDING_RTOL = 1e-12
+# Cells are numbered by int64 row-major indices over all dimensions' codes.
+_MAX_INDEX = 2**63 - 1
+
+
+def table_size(sizes: Iterable[int]) -> int:
+    """Cells of the cross-classification of dimensions with ``sizes`` codes each (margins
+    included), in Python ints: exact however large, so callers can refuse a table before
+    anything of its size is allocated."""
+    return math.prod(int(n) for n in sizes)
 
 
 class StructureError(InputError):
@@ -51,12 +60,18 @@ class StructureError(InputError):
         Name of the offending dimension.
     code : str, optional
         The offending code.
+    index : int, optional
+        Where the offending key is among those looked up (flat position in the arrays
+        given to :meth:`Hierarchy.positions` or :meth:`Table.cell_indices`), so a caller
+        names the very cell the message is about without looking each one up again.
     """
 
-    def __init__(self, message: str, *, dimension: str | None = None, code: str | None = None):
+    def __init__(self, message: str, *, dimension: str | None = None, code: str | None = None,
+                 index: int | None = None):
         super().__init__(message)
         self.dimension = dimension
         self.code = code
+        self.index = index
 
 
 class Hierarchy:
@@ -116,16 +131,19 @@ class Hierarchy:
             stack.extend(reversed(children[code]))
         if len(order) < len(parent_of):
             reached = set(order)
-            start = next(c for c in parent_of if c not in reached)
-            seen: list[str] = []
-            while start not in seen:
-                seen.append(start)
-                start = parent_of[start]
-            cycle = seen[seen.index(start):]
+            code = next(c for c in parent_of if c not in reached)
+            # Climb from a code the walk missed until a code repeats: it lies on a cycle
+            # (every code but the root has a known parent). A dict keeps this linear.
+            seen: dict[str, int] = {}
+            while code not in seen:
+                seen[code] = len(seen)
+                code = parent_of[code]
+            cycle = list(seen)[seen[code]:]
+            path = (" -> ".join(map(repr, cycle + [code])) if len(cycle) <= NAMED_CODES
+                    else some(cycle, " -> "))
             raise StructureError(
-                f"dimension {name!r}: codes {' -> '.join(map(repr, cycle + [start]))} form a "
-                f"cycle, so {cycle[0]!r} does not roll up to the total {root!r}",
-                dimension=name, code=cycle[0])
+                f"dimension {name!r}: codes {path} form a cycle, so {cycle[0]!r} does not "
+                f"roll up to the total {root!r}", dimension=name, code=cycle[0])
 
         self.codes: tuple[str, ...] = tuple(order)
         position = {code: i for i, code in enumerate(order)}
@@ -140,6 +158,7 @@ class Hierarchy:
         self.children_idx = child_rows
         self._code_array = np.array(order, dtype=str)
         self._sorted = np.argsort(self._code_array, kind="stable")
+        self._sorted_codes = self._code_array[self._sorted]
 
     @staticmethod
     def _find_root(name: str, parent_of: dict[str, str | None]) -> str:
@@ -152,8 +171,8 @@ class Hierarchy:
                 unknown.setdefault(parent, child)
         if len(explicit) > 1:
             raise StructureError(
-                f"dimension {name!r} has several roots {explicit}; exactly one code (the "
-                "total) may have no parent", dimension=name, code=explicit[1])
+                f"dimension {name!r} has several roots ({some(explicit)}); exactly one code "
+                "(the total) may have no parent", dimension=name, code=explicit[1])
         if explicit:
             if unknown:
                 parent, child = next(iter(unknown.items()))
@@ -168,12 +187,11 @@ class Hierarchy:
             raise StructureError(
                 f"dimension {name!r} has no root: every code, e.g. {code!r}, has a parent, "
                 "so the codes form a cycle", dimension=name, code=code)
-        listed = ", ".join(f"{p!r} (parent of {c!r})" for p, c in unknown.items())
         parent, child = next(iter(unknown.items()))
         raise StructureError(
-            f"dimension {name!r} has several roots: {listed} are parents but not codes; "
-            f"exactly one total is allowed, so code {child!r} has an unknown parent",
-            dimension=name, code=child)
+            f"dimension {name!r} has several roots: {some(list(unknown))} are parents but "
+            f"not codes; exactly one total is allowed, so code {child!r} has an unknown "
+            f"parent {parent!r}", dimension=name, code=child)
 
     @classmethod
     def from_children(cls, name: str, children: Mapping[str, Iterable[str]]) -> Hierarchy:
@@ -187,10 +205,11 @@ class Hierarchy:
             parent_of.setdefault(parent, None)
         for parent, kids in children.items():
             for child in kids:
-                if parent_of.get(child) is not None:
-                    raise StructureError(
-                        f"dimension {name!r}: code {child!r} is listed under both "
-                        f"{parent_of[child]!r} and {parent!r}", dimension=name, code=child)
+                if (known := parent_of.get(child)) is not None:
+                    where = (f"twice under {parent!r}" if known == parent
+                             else f"under both {known!r} and {parent!r}")
+                    raise StructureError(f"dimension {name!r}: code {child!r} is listed {where}",
+                                         dimension=name, code=child)
                 parent_of[child] = parent
         return cls(name, parent_of)
 
@@ -200,10 +219,12 @@ class Hierarchy:
         if total in leaves:
             raise StructureError(f"dimension {name!r}: the total {total!r} is also a leaf",
                                  dimension=name, code=total)
-        if len(set(leaves)) != len(leaves):
-            dup = next(c for i, c in enumerate(leaves) if c in leaves[:i])
-            raise StructureError(f"dimension {name!r}: code {dup!r} is listed twice",
-                                 dimension=name, code=dup)
+        seen: set[str] = set()
+        for code in leaves:   # one pass with a set: linear in the leaves
+            if code in seen:
+                raise StructureError(f"dimension {name!r}: code {code!r} is listed twice",
+                                     dimension=name, code=code)
+            seen.add(code)
         return cls(name, {leaf: total for leaf in leaves})
 
     @property
@@ -220,6 +241,59 @@ class Hierarchy:
         """The codes as a numpy string array, in axis order."""
         return self._code_array
 
+    @cached_property
+    def depth(self) -> np.ndarray:
+        """Each code's number of ancestors (the total 0), in axis order.
+
+        One pass in pre-order, where a parent comes before its children: linear however
+        deep the tree (a chain of 100,000 codes), with no recursion.
+        """
+        depth = [0] * self.n_codes
+        for i, p in enumerate(self.parent[1:].tolist(), start=1):
+            depth[i] = depth[p] + 1
+        return np.array(depth, dtype=np.int64)
+
+    @cached_property
+    def by_depth(self) -> tuple[np.ndarray, np.ndarray]:
+        """Code positions sorted by :attr:`depth` (pre-order within a depth), and where
+        each depth starts among them: depth ``d`` is ``order[start[d]:start[d + 1]]``.
+
+        Grouped once, so that a loop over the depths costs each depth's own codes only.
+        """
+        order = np.argsort(self.depth, kind="stable")
+        start = np.searchsorted(self.depth[order], np.arange(int(self.depth.max()) + 2))
+        return order, start
+
+    @cached_property
+    def _roll_up(self) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Per depth, deepest first: the parents at that depth, all their children (each
+        parent's together) and where each parent's children start among them."""
+        order, _ = self.by_depth
+        n_children = np.diff(self.children_ptr)
+        deepest_first = order[::-1]
+        parents = deepest_first[n_children[deepest_first] > 0]
+        if not parents.size:   # the total alone: nothing to add up
+            return []
+        counts = n_children[parents]
+        first = np.cumsum(counts) - counts
+        kids = self.children_idx[np.repeat(self.children_ptr[parents] - first, counts)
+                                 + np.arange(counts.sum())]
+        # Built for all depths at once; the loop below only slices (a chain is deep).
+        bounds = [0, *(np.flatnonzero(np.diff(self.depth[parents])) + 1).tolist(), len(parents)]
+        ends = [*first[bounds[1:-1]].tolist(), len(kids)]
+        return [(parents[p0:p1], kids[first[p0]:k1], first[p0:p1] - first[p0])
+                for p0, p1, k1 in zip(bounds[:-1], bounds[1:], ends)]
+
+    def roll_up(self, a: np.ndarray) -> None:
+        """Set every non-leaf code's entries along axis 0 of ``a`` (in place) to the sum of
+        its children's, deepest codes first, so each holds the sum of its leaves.
+
+        As many vectorised steps as the tree is deep, without the codes x leaves matrix
+        :attr:`leaf_aggregation` (quadratic for a deep tree with many leaves).
+        """
+        for parents, kids, starts in self._roll_up:
+            a[parents] = np.add.reduceat(a[kids], starts, axis=0)
+
     def position(self, code: str) -> int:
         """Position of ``code`` on this dimension's axis."""
         try:
@@ -231,14 +305,15 @@ class Hierarchy:
     def positions(self, codes) -> np.ndarray:
         """Vectorised :meth:`position` for an array of codes."""
         codes = np.asarray(codes, dtype=str)
-        sorted_codes = self._code_array[self._sorted]
+        sorted_codes = self._sorted_codes
         at = np.searchsorted(sorted_codes, codes)
         at_clipped = np.minimum(at, len(sorted_codes) - 1)
         found = sorted_codes[at_clipped] == codes
         if not found.all():
-            bad = codes.reshape(-1)[np.flatnonzero(~found.reshape(-1))[0]]
-            raise StructureError(f"dimension {self.name!r} has no code {str(bad)!r}",
-                                 dimension=self.name, code=str(bad))
+            index = int(np.flatnonzero(~found.reshape(-1))[0])
+            bad = str(codes.reshape(-1)[index])
+            raise StructureError(f"dimension {self.name!r} has no code {bad!r}",
+                                 dimension=self.name, code=bad, index=index)
         return self._sorted[at_clipped]
 
     def children(self, code: str) -> tuple[str, ...]:
@@ -273,6 +348,8 @@ class Hierarchy:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Hierarchy):
             return NotImplemented
+        if self is other:   # linked tables share one object per dimension: no pairs built
+            return True
         return self.name == other.name and self._pairs() == other._pairs()
 
     def __hash__(self) -> int:
@@ -335,10 +412,17 @@ class _CellSpace:
 
     @cached_property
     def keys(self) -> np.ndarray:
-        """Codes of every cell, a string array of shape ``(n_cells, n_dims)``."""
+        """Codes of every cell, an array of ``str`` of shape ``(n_cells, n_dims)``.
+
+        Of dtype object, pointing at each dimension's code strings: a fixed-width string
+        array would take every cell's key at the longest code's width (GBs for a million
+        cells with long codes), and ``tolist`` would copy each string again.
+        """
         pos = self.key_positions
-        return np.stack([h.code_array[pos[:, d]] for d, h in enumerate(self.dimensions)],
-                        axis=1)
+        out = np.empty((self.n_cells, len(self.dimensions)), dtype=object)
+        for d, h in enumerate(self.dimensions):
+            out[:, d] = np.array(h.codes, dtype=object)[pos[:, d]]
+        return out
 
     def key(self, cell: int) -> tuple[str, ...]:
         """The codes of one cell, in dimension order."""
@@ -394,9 +478,10 @@ class _CellSpace:
         at = np.minimum(np.searchsorted(self._flat, flat), self.n_cells - 1)
         found = self._flat[at] == flat
         if not found.all():
-            i = np.flatnonzero(~found.reshape(-1))[0]
+            i = int(np.flatnonzero(~found.reshape(-1))[0])
             key = tuple(str(a.reshape(-1)[i]) for a in arrays)
-            raise StructureError(f"{dict(zip(self.names, key))} is not a cell of any table")
+            raise StructureError(f"{dict(zip(self.names, key))} is not a cell of any table",
+                                 index=i)
         return at
 
     def cell_index(self, key: Sequence[str] | Mapping[str, str]) -> int:
@@ -503,7 +588,11 @@ class Table(_CellSpace):
                 raise StructureError(f"dimension {h.name!r} appears twice", dimension=h.name)
         self.dimensions = dims
         self.shape = tuple(h.n_codes for h in dims)
-        self._flat = np.arange(int(np.prod(self.shape, dtype=np.int64)), dtype=np.int64)
+        n = table_size(self.shape)
+        if n > _MAX_INDEX:
+            raise StructureError(f"a table of {' x '.join(map(str, self.shape))} codes has too "
+                                 "many cells to number")
+        self._flat = np.arange(n, dtype=np.int64)
 
     def __repr__(self) -> str:
         return f"Table({' x '.join(f'{h.name}[{h.n_codes}]' for h in self.dimensions)})"
@@ -511,8 +600,8 @@ class Table(_CellSpace):
     @cached_property
     def _relation_parts(self) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray]:
         pos = self.key_positions
-        strides = np.array([int(np.prod(self.shape[d + 1:], dtype=np.int64))
-                            for d in range(len(self.shape))], dtype=np.int64)
+        strides = np.array([table_size(self.shape[d + 1:]) for d in range(len(self.shape))],
+                           dtype=np.int64)
         rows, cols, vals, dim_of, parent_of = [], [], [], [], []
         n_rows = 0
         for d, h in enumerate(self.dimensions):
@@ -582,7 +671,13 @@ class Table(_CellSpace):
             cell = int(np.flatnonzero(self.is_leaf)[np.flatnonzero(~np.isfinite(leaves))[0]])
             raise InputError(f"leaf value of cell {self.key(cell)} is not finite",
                              field="leaf_values", cell=cell)
-        return self.aggregation @ leaves
+        # Dimension by dimension: a cell at a non-leaf code of the dimension being summed is
+        # still 0 (its leaves lie below on that dimension), so each pass adds leaves only.
+        grid = np.where(self.is_leaf, x, 0.0).reshape(self.shape)
+        with np.errstate(over="ignore"):   # a sum too large is inf; callers refuse it
+            for d, h in enumerate(self.dimensions):
+                h.roll_up(np.moveaxis(grid, d, 0))
+        return grid.reshape(-1)
 
 
 class LinkedTables(_CellSpace):
@@ -633,6 +728,11 @@ class LinkedTables(_CellSpace):
         self.tables = tables
         self.dimensions = tuple(dims.values())
         self.shape = tuple(h.n_codes for h in self.dimensions)
+        if table_size(self.shape) > _MAX_INDEX:
+            # Linked cells are numbered in the cross-classification of all dimensions.
+            raise StructureError("the linked tables' dimensions together have too many "
+                                 "combinations of codes to number (more than 2**63); link "
+                                 "fewer or smaller dimensions")
         index = {h.name: d for d, h in enumerate(self.dimensions)}
 
         flats = []

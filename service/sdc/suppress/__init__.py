@@ -133,7 +133,7 @@ def suppress(problem: TableProblem, *, cost, forbidden=None, forced=None,
     share = 0.3 if method == "exact" else 0.8
     until = min(now + 0.5 * (p.deadline - now), start + share * time_limit,
                 start + 1.25 * spent + 2.0)
-    y = remove_superfluous(p, att, y, witness, until)
+    y = remove_superfluous(p, att, cheapest, y, witness, until)
     # The exact method's incumbent must be safe in every respect (see exact).
     protected, why = protect_aggregations(p, y, cheapest)
     if protected is None:
