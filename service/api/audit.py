@@ -37,16 +37,17 @@ async def audit(request: Request, caller: Caller = Depends(current_caller)):
     is protected; intervals, protection levels and unions go to analysts only.
     """
     body = await validated(request, AuditRequest)
-    spec, disclose, time_limit = tables.admit(body, request)
-    reply, solve = await compute(_audit, body, spec, disclose, time_limit, size=len(body.cells))
+    spec, disclose, time_limit, max_entries = tables.admit(body, request)
+    reply, solve = await compute(_audit, body, spec, disclose, time_limit, max_entries,
+                                 size=len(body.cells))
     request.app.state.metrics.observe_solve("audit", *solve)
     return JSONBytes(reply if caller.sees_diagnostics else decisions_only(reply))
 
 
-def _audit(body: AuditRequest, spec, disclose: bool, time_limit: float):
+def _audit(body: AuditRequest, spec, disclose: bool, time_limit: float, max_entries: int):
     inputs = tables.table_inputs(body.structure, body.cells, spec,
                                  labels_with_parameters=body.rules is not None,
-                                 counts=body.counts)
+                                 counts=body.counts, max_entries=max_entries)
     tables.check_additivity(inputs, body.structure.tolerance)
     suppressed = np.zeros(inputs.space.n_cells, bool)
     suppressed[inputs.cell_of_request[[i for i, c in enumerate(body.cells) if c.suppressed]]] = True

@@ -43,8 +43,8 @@ async def suppress_route(request: Request, caller: Caller = Depends(current_call
     """
     started = time.perf_counter()    # the time limit is the request's whole wall time
     body = await validated(request, SuppressRequest)
-    spec, disclose, time_limit = tables.admit(body, request)
-    reply = await compute(_suppress, body, spec, disclose, time_limit, started,
+    spec, disclose, time_limit, max_entries = tables.admit(body, request)
+    reply = await compute(_suppress, body, spec, disclose, time_limit, started, max_entries,
                           size=len(body.cells))
     solver = reply["solver"]
     request.app.state.metrics.observe_solve(f"suppress_{solver['method']}",
@@ -71,10 +71,10 @@ REPLY_SECONDS, REPLY_SHARE = 0.5, 0.05
 
 
 def _suppress(body: SuppressRequest, spec, disclose: bool, time_limit: float,
-              started: float) -> dict:
+              started: float, max_entries: int) -> dict:
     inputs = tables.table_inputs(body.structure, body.cells, spec,
                                  labels_with_parameters=body.rules is not None,
-                                 counts=body.counts)
+                                 counts=body.counts, max_entries=max_entries)
     tables.check_additivity(inputs, body.structure.tolerance)
     n = inputs.space.n_cells
     forbidden, forced = np.zeros(n, bool), np.zeros(n, bool)

@@ -24,12 +24,13 @@ from service.sdc.unions import UnionSource, spread
 
 from . import convert
 from .deps import check_cell_count, resolve_rules, solver_seconds
+from .errors import RequestError
 
 
-def admit(body, request) -> tuple[wire.RuleSet | None, bool, float]:
+def admit(body, request) -> tuple[wire.RuleSet | None, bool, float, int]:
     """What a table request starts with: the cell limit, the keys for error messages, the
     rule set (none when cells carry protection levels only) with whether its measures may
-    be disclosed, and the solver time."""
+    be disclosed, the solver time, and the most contributions margins may pool."""
     settings = request.app.state.settings
     check_cell_count(len(body.cells), settings)
     check_table_size(body.structure, settings)
@@ -42,7 +43,8 @@ def admit(body, request) -> tuple[wire.RuleSet | None, bool, float]:
         if bad:
             raise InputError("cells of a count table carry counts as values, not "
                              "contributions or summaries", field="contributions", cell=bad[0])
-    return spec, disclose, solver_seconds(body.time_limit, settings)
+    return (spec, disclose, solver_seconds(body.time_limit, settings),
+            LEAF_MAP_FACTOR * settings.max_cells)
 
 
 def _n_codes(dim: Dimension) -> int:
@@ -56,9 +58,37 @@ def _n_codes(dim: Dimension) -> int:
     return len(codes)
 
 
+#: Every cell written as the sum of its leaf cells (the margins' pooled contributions, the
+#: aggregation check's atoms) takes, per leaf cell, one entry for each cell above it: the
+#: product over dimensions of its codes' depths + 1 (9 on a two-level 2-D table, 16 with
+#: three levels). At most this many entries per table cell allowed on average; a deep
+#: chain of codes (thousands of levels above a leaf) is refused before it is built.
+LEAF_MAP_FACTOR = 16
+
+
+def _leaf_depths(dim: Dimension) -> int:
+    """Sum over the dimension's leaf codes of their depth + 1 (the total has depth 0),
+    from the wire form in one pass; codes unreachable from the total do not count (the
+    hierarchy refuses them when it is built)."""
+    if dim.leaves is not None:
+        return 2 * len(dim.leaves)
+    total, depth, todo = 0, {dim.total: 0}, [dim.total]
+    while todo:
+        code = todo.pop()
+        kids = dim.children.get(code, ())
+        if not kids:
+            total += depth[code] + 1
+        for kid in kids:
+            if kid not in depth:
+                depth[kid] = depth[code] + 1
+                todo.append(kid)
+    return total
+
+
 def check_table_size(structure: Structure, settings) -> None:
     """413 when the table the structure spans, margins included (linked tables: their
-    cells added up), has more cells than ``SDC_MAX_CELLS``; from the number of codes per
+    cells added up), has more cells than ``SDC_MAX_CELLS``, or its map of cells to leaf
+    cells more than :data:`LEAF_MAP_FACTOR` entries per allowed cell; from the codes per
     dimension, in Python ints, before any array of the table's size exists."""
     sizes = {dim.name: _n_codes(dim) for dim in structure.dimensions}
     if structure.tables is None:
@@ -70,6 +100,14 @@ def check_table_size(structure: Structure, settings) -> None:
                 for names in structure.tables)
         field = "structure.tables"
     check_cell_count(n, settings, what="table cells (margins included)", field=field)
+    if structure.tables is None:
+        entries = table_size(_leaf_depths(dim) for dim in structure.dimensions)
+        limit = LEAF_MAP_FACTOR * settings.max_cells
+        if entries > limit:
+            raise RequestError(413, f"the table's cells over its leaf cells need {entries} "
+                               f"entries, over the limit of {limit} ({LEAF_MAP_FACTOR} per "
+                               "allowed cell): its hierarchies are too deep for its size",
+                               field=field)
 
 
 def space_from_wire(structure: Structure) -> Table | LinkedTables:
@@ -132,8 +170,10 @@ class TableInputs:
 
 
 def table_inputs(structure: Structure, cells: list[TableCell], spec: wire.RuleSet | None,
-                 *, labels_with_parameters: bool, counts: CountRules | None = None
-                 ) -> TableInputs:
+                 *, labels_with_parameters: bool, counts: CountRules | None = None,
+                 max_entries: int | None = None) -> TableInputs:
+    """The table and its cells' values, sensitivity and bounds. ``max_entries``: the most
+    contributions margins may pool from their leaves (413 beyond)."""
     space = space_from_wire(structure)
     n = space.n_cells
     convert.check_unique_keys([c.key for c in cells])
@@ -155,7 +195,7 @@ def table_inputs(structure: Structure, cells: list[TableCell], spec: wire.RuleSe
     m, known, contributions = _magnitudes(cells, where, n, spec, ruleset)
     if ruleset is not None and isinstance(space, Table):
         m, known, contributions = _pooled_margins(space, cells, where, m, known,
-                                                  contributions, ruleset)
+                                                  contributions, ruleset, max_entries)
     values = _values(space, cells, where, m, known)
     lower = _bounds(cells, where, n, "lower_bound", 0.0)
     upper = _bounds(cells, where, n, "upper_bound", np.inf)
@@ -291,7 +331,8 @@ def _magnitudes(cells, where, n, spec, ruleset):
     return magnitudes.merge(n, parts), known, contributions
 
 
-def _pooled_margins(space: Table, cells, where, m, known, contributions, ruleset):
+def _pooled_margins(space: Table, cells, where, m, known, contributions, ruleset,
+                    max_entries: int | None = None):
     """Margins sent without contributions or summary get their leaves' contributions.
 
     A margin's respondents are those of the leaves below it (one holding across several
@@ -324,6 +365,17 @@ def _pooled_margins(space: Table, cells, where, m, known, contributions, ruleset
     pool = margins[n_raw == n_leaves]
     if not pool.size or contributions is None:
         return m, known, contributions
+    if max_entries is not None:
+        # Each contribution once more in every margin above its leaf (at most; only the
+        # pooled margins take it), counted before anything of that size is built.
+        above = np.ones(n, np.int64)
+        for d, h in enumerate(space.dimensions):
+            above *= h.depth[space.key_positions[:, d]] + 1
+        entries = int(((above - 1)[contributions.cell]).sum())
+        if entries > max_entries:
+            raise RequestError(413, f"pooling the leaves' contributions into the margins "
+                               f"needs {entries} entries, over the limit of {max_entries}; "
+                               "send the margins with their own summary", field="cells")
     # Each leaf contribution once more in every pooled margin above its leaf.
     g = space.aggregation[pool].tocsr()                 # pooled margins x leaves
     over_leaves = sp.csr_matrix((g.data, leaf_cells[g.indices], g.indptr),
