@@ -153,7 +153,8 @@ def report(title: str, tallies: dict[str, Tally], seconds: float) -> Tally:
 
 
 def table(n_rows: int, n_cols: int, seed: int) -> tuple[list, list]:
-    """A 2-D table of summaries (1 to 5 contributors per cell); margins left to the service."""
+    """A 2-D table of contributions (1 to 5 per cell); margins left to the service, which
+    pools the leaves' contributions into them (summaries cannot be pooled)."""
     rng = np.random.default_rng(seed)
     dims = [{"name": "r", "leaves": [f"r{i}" for i in range(n_rows)]},
             {"name": "c", "leaves": [f"c{j}" for j in range(n_cols)]}]
@@ -162,8 +163,8 @@ def table(n_rows: int, n_cols: int, seed: int) -> tuple[list, list]:
         for j in range(n_cols):
             k = int(rng.integers(1, 6))
             values = sorted(rng.integers(1, 1000, k).tolist(), reverse=True)
-            cells.append({"key": [f"r{i}", f"c{j}"], "summary": {
-                "total": float(sum(values)), "count": k, "largest": [float(v) for v in values[:2]]}})
+            cells.append({"key": [f"r{i}", f"c{j}"],
+                          "contributions": [{"value": float(v)} for v in values]})
     return dims, cells
 
 

@@ -212,3 +212,34 @@ def test_capacity_cuts_are_tight_where_made_and_valid_elsewhere(seed, sense):
         other = rng.random(t.n_cells)
         att.set_pattern(other)
         assert att.reach(i, sense)[0] <= coef @ other + 1e-6
+
+
+def test_aggregations_left_undecided_by_the_clock_are_not_called_protected():
+    """The fast method's aggregation rounds: when the screen runs out of time the groups
+    are undecided with no atom to protect; that is a time limit, not a protected
+    pattern (seed 002 Table 3: the two singletons of row A alone publish their sum)."""
+    import time
+
+    from service.sdc.suppress.fast import protect_aggregations
+    from service.sdc.suppress.lps import Cheapest
+    from service.sdc.suppress.problem import prepare
+
+    t, x = seed_table(TABLE_3)
+    ruleset = primary.RuleSet((PPercent(20.0),))
+    a1, a3 = t.cell_index(("A", "I")), t.cell_index(("A", "III"))
+    c = magnitudes.Contributions(np.array([a1, a3]), np.array([100.0, 150.0]))
+    m = magnitudes.from_contributions(t.n_cells, c.cell, c.value, depth=ruleset.depth)
+    known = np.isin(np.arange(t.n_cells), [a1, a3])
+    sens = primary.assess(m, ruleset).sensitive & known
+    problem = TableProblem.of(t, x, sens, 0.5 * x * sens, 0.5 * x * sens,
+                              unions=UnionSource(m, ruleset, known=known, contributions=c))
+    pattern = sens.copy()
+    for key in (("B", "I"), ("B", "III")):   # protects both cells by their intervals
+        pattern[t.cell_index(key)] = True
+    in_time = prepare(problem, cell_costs("value", x), None, None, time.perf_counter() + 30)
+    protected, why = protect_aggregations(in_time, pattern, Cheapest(in_time))
+    row_a = [t.cell_index(("A", k)) for k in ("I", "II", "III")]
+    assert why == "" and protected[row_a].all()   # a third cell in row A
+    late = prepare(problem, cell_costs("value", x), None, None, time.perf_counter() - 1)
+    protected, why = protect_aggregations(late, pattern, Cheapest(late))
+    assert protected is None and why.startswith("time limit")

@@ -316,8 +316,8 @@ def atom_map(relations, source: UnionSource) -> sp.csr_matrix:
 
 def check_aggregations(relations, values, suppressed, source: UnionSource, *,
                        derived=None, deadline: float | None = None,
-                       time_limit: float = 60.0, screen_only: bool = False
-                       ) -> AggregationCheck:
+                       time_limit: float = 60.0, screen_only: bool = False,
+                       proven: set | None = None) -> AggregationCheck:
     """Decide whether any aggregation of the suppressed cells is sensitive.
 
     Parameters
@@ -337,6 +337,11 @@ def check_aggregations(relations, values, suppressed, source: UnionSource, *,
         Leave a group the screen does not prove ``undecided`` instead of running the MIP,
         listing the atoms it failed on in ``failing`` (for the fast method, which then
         protects them).
+    proven : set, optional
+        Groups already proven safe, by their hidden cells; updated. Only for repeated
+        checks of one table with the same ``values``, ``source`` and ``derived`` (the
+        fast method's rounds): a group's aggregations depend on its hidden cells alone,
+        since every other cell of its relations is published.
 
     Returns
     -------
@@ -359,6 +364,12 @@ def check_aggregations(relations, values, suppressed, source: UnionSource, *,
     found, undecided, statuses = [], [], []
     groups = screened = 0
     for group in work.groups():
+        tag = work.cells[group.members].tobytes() if proven is not None else None
+        if tag is not None and tag in proven:
+            groups += 1
+            screened += 1
+            statuses.append("safe")
+            continue
         solves = work.mip_solves
         outcome = group.decide()
         if outcome is None:
@@ -367,6 +378,8 @@ def check_aggregations(relations, values, suppressed, source: UnionSource, *,
         status, aggregation, how = outcome
         statuses.append(status)
         screened += status == "safe" and work.mip_solves == solves
+        if tag is not None and status == "safe":
+            proven.add(tag)
         if aggregation is not None:
             found.append(aggregation)
         elif status != "safe":

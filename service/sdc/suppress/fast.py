@@ -26,13 +26,11 @@ def protect(p: SearchProblem, att: Attacker, cheapest: Cheapest):
     late = "time limit reached before every sensitive cell was protected"
     levels = requirements(p)
     for k, (i, sense, level) in enumerate(levels):
-        att.set_pattern(y)
-        reached, _, outcome = att.reach(i, sense)
-        if outcome == "time_limit":
-            return None, "time_limit", late, iters, (y, levels[k:])
-        if outcome == "optimal" and highs.reaches(reached, level, p.values[i]):
-            # Already protected by earlier suppressions.
-            witness.append(att.support() if np.isfinite(reached) else np.flatnonzero(y))
+        # Already protected by earlier suppressions: a local attack, then the whole table's.
+        attack, outcome = cheapest.support(i, sense, level, y, p.room_up, p.room_down,
+                                           within_pattern=True)
+        if outcome == "optimal":
+            witness.append(attack)
             continue
         used, outcome = cheapest.support(i, sense, level, y, p.room_up, p.room_down)
         iters += 1
@@ -51,13 +49,14 @@ def protect(p: SearchProblem, att: Attacker, cheapest: Cheapest):
 
 
 
-def remove_superfluous(p: SearchProblem, att: Attacker, y: np.ndarray, witness: list,
-                        deadline: float) -> np.ndarray:
+def remove_superfluous(p: SearchProblem, att: Attacker, cheapest: Cheapest, y: np.ndarray,
+                       witness: list, deadline: float) -> np.ndarray:
     """Drop secondary suppressions, most expensive first, while all stay protected.
 
     Each requirement keeps the support of an attack that reaches its level (a witness,
     from :func:`protect`); removing a cell outside every witness cannot stop any attack, so
-    only the requirements whose witness uses the cell are solved again."""
+    only the requirements whose witness uses the cell are solved again, first by a local
+    attack (:meth:`Cheapest.support` within the pattern), then on the whole table."""
     levels = requirements(p)
     witness = list(witness)
     candidates = np.flatnonzero(y & ~p.forced)
@@ -66,14 +65,21 @@ def remove_superfluous(p: SearchProblem, att: Attacker, y: np.ndarray, witness: 
             break   # what is left is safe, only not as lean
         trial = y.copy()
         trial[j] = False
-        att.set_pattern(trial)
-        renewed, ok = {}, True
+        renewed, ok, attacker_set = {}, True, False
         for k, (i, sense, level) in enumerate(levels):
             if j not in witness[k]:
                 continue
             if time.perf_counter() > deadline:
                 ok = False      # not confirmed in time: the cell stays suppressed
                 break
+            attack, outcome = cheapest.support(i, sense, level, trial, p.room_up,
+                                               p.room_down, within_pattern=True)
+            if outcome == "optimal":
+                renewed[k] = attack
+                continue
+            if not attacker_set:
+                att.set_pattern(trial)
+                attacker_set = True
             value, _, outcome = att.reach(i, sense)
             if outcome != "optimal" or not highs.reaches(value, level, p.values[i]):
                 ok = False
@@ -88,14 +94,14 @@ def remove_superfluous(p: SearchProblem, att: Attacker, y: np.ndarray, witness: 
 
 
 
-def check_pattern(p: SearchProblem, y: np.ndarray, screen_only: bool = False):
+def check_pattern(p: SearchProblem, y: np.ndarray, screen_only: bool = False,
+                  proven: set | None = None):
     """The aggregation check of pattern ``y`` (cells derived through the a-priori bounds
     are left to the final audit), or ``None`` without contributions or a union rule."""
     if p.table.unions is None:
         return None
     return check_aggregations(p.table.structure, p.values, y, p.table.unions,
-                              deadline=p.deadline,
-                              screen_only=screen_only)
+                              deadline=p.deadline, screen_only=screen_only, proven=proven)
 
 
 
@@ -114,8 +120,12 @@ def protect_aggregations(p: SearchProblem, y: np.ndarray,
     needs = Requirements(p.table.structure, p.table.unions)
     room_cap = np.maximum(p.room_up, p.room_down)
     y = y.copy()
+    proven: set = set()
     for _ in range(max_rounds):
-        check = check_pattern(p, y, screen_only=True)
+        check = check_pattern(p, y, screen_only=True, proven=proven)
+        if check.status == "undecided" and time.perf_counter() >= p.deadline:
+            # Groups left undecided by the clock, not by the screen: not protected.
+            return None, "time limit reached protecting aggregations of suppressed cells"
         todo = [r for found in check.found for r in needs.of(found)]
         todo += [r for k, atom in dict.fromkeys(check.failing) for r in needs.at(k, atom)]
         if not todo:

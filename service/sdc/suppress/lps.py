@@ -14,6 +14,7 @@ import scipy.sparse as sp
 
 from .. import highs
 from ..highs import Outcome
+from ..table import Table
 from .problem import SearchProblem, requirements
 
 # Deviations below this share of a protection level do not make a cell a complement.
@@ -113,40 +114,150 @@ class Cheapest:
 
     def __init__(self, p: SearchProblem):
         self.p = p
-        n, n_rows = len(p.values), p.a.shape[0]
-        self.n = n
-        a_t = p.a.tocsc()
-        zeros = np.zeros(2 * n)
-        self.model = highs.model(zeros, zeros, zeros, sp.hstack([a_t, -a_t], format="csc"),
-                                 np.zeros(n_rows), np.zeros(n_rows), solver="simplex")
-        self.columns = np.arange(2 * n, dtype=np.int32)
+        self.n = len(p.values)
+        self._model = None
+        self.columns = np.arange(2 * self.n, dtype=np.int32)
+        self.boxes = Boxes(p.table.structure) if isinstance(p.table.structure, Table) else None
+        self.a_csc = p.a.tocsc()
+        self.local_solves = self.global_solves = 0
+
+    @property
+    def model(self):
+        """The whole-table model, built on first use (most requirements are met locally)."""
+        if self._model is None:
+            n, n_rows = self.n, self.p.a.shape[0]
+            zeros = np.zeros(2 * n)
+            self._model = highs.model(zeros, zeros, zeros,
+                                      sp.hstack([self.a_csc, -self.a_csc], format="csc"),
+                                      np.zeros(n_rows), np.zeros(n_rows), solver="simplex")
+        return self._model
 
     def support(self, i: int, sense: float, level: float, y: np.ndarray, room_up: np.ndarray,
-                room_down: np.ndarray):
+                room_down: np.ndarray, *, within_pattern: bool = False):
         """Cells of the cheapest deviation moving cell ``i`` by ``level`` in direction
         ``sense`` within the rooms (disallowed cells get none): (cells, outcome) with
-        outcome ``optimal``, ``infeasible``, ``time_limit`` or HiGHS's status."""
-        p, n = self.p, self.n
+        outcome ``optimal``, ``infeasible``, ``time_limit`` or HiGHS's status.
+
+        Tried first on boxes of codes around the cell (:class:`Boxes`), then on the whole
+        table: a deviation on a box, zero elsewhere, is one of the whole table's, so a box
+        that has one gives a valid (if perhaps dearer) complement; an infeasible box only
+        widens the search. ``within_pattern``: only the suppressed cells ``y`` may move,
+        and only boxes are tried: a deviation found proves the requirement met by ``y``
+        (an attack), ``infeasible`` proves nothing."""
+        p = self.p
         if time.perf_counter() >= p.deadline:
             return None, "time_limit"
-        allowed = p.allowed | y
-        upper = np.concatenate([np.where(allowed, room_up, 0.0),
-                                np.where(allowed, room_down, 0.0)])
-        col, opposite = (i, n + i) if sense > 0 else (n + i, i)
-        upper[col] = max(level, upper[col])
-        upper[opposite] = 0.0                 # else up and down cancel out
-        lower = np.zeros(2 * n)
-        lower[col] = level
+        allowed = y if within_pattern else p.allowed | y
         # Cells already suppressed are nearly free (a little cost keeps the support, the
         # requirement's witness for the clean-up, small).
         unit = np.where(y, 1e-3, 1.0) * (p.cost + 1e-9) / level
-        self.model.changeColsCost(2 * n, self.columns, np.concatenate([unit, unit]))
-        self.model.changeColsBounds(2 * n, self.columns, lower, upper)
-        outcome = highs.run(self.model, p.deadline)
+        if self.boxes is not None:
+            score = np.where(allowed, unit, np.inf)
+            for width in self.boxes.widths:
+                cells = self.boxes.around(i, width, score)
+                if cells is None or len(cells) > self.boxes.max_share * self.n:
+                    break
+                found = self._solve(cells, i, sense, level, allowed, unit, room_up,
+                                    room_down)
+                if found[1] != "infeasible":
+                    return found
+        if within_pattern:
+            return None, "infeasible"
+        return self._solve(None, i, sense, level, allowed, unit, room_up, room_down)
+
+    def _solve(self, cells, i, sense, level, allowed, unit, room_up, room_down):
+        """The cheapest-complement LP over ``cells`` (all when ``None``), the other cells
+        held at their values."""
+        p = self.p
+        if cells is None:
+            cells, h = np.arange(self.n), self.model
+            self.global_solves += 1
+        else:
+            sub = self.a_csc[:, cells]
+            rows = np.flatnonzero(np.diff(sub.tocsr().indptr) > 0)
+            sub = sub[rows]
+            zeros = np.zeros(2 * len(cells))
+            h = highs.model(zeros, zeros, zeros, sp.hstack([sub, -sub], format="csc"),
+                            np.zeros(len(rows)), np.zeros(len(rows)), solver="simplex")
+            self.local_solves += 1
+        m = len(cells)
+        ok = allowed[cells]
+        upper = np.concatenate([np.where(ok, room_up[cells], 0.0),
+                                np.where(ok, room_down[cells], 0.0)])
+        at = int(np.flatnonzero(cells == i)[0])
+        col, opposite = (at, m + at) if sense > 0 else (m + at, at)
+        upper[col] = max(level, upper[col])
+        upper[opposite] = 0.0                 # else up and down cancel out
+        lower = np.zeros(2 * m)
+        lower[col] = level
+        c = unit[cells]
+        columns = self.columns[:2 * m]
+        h.changeColsCost(2 * m, columns, np.concatenate([c, c]))
+        h.changeColsBounds(2 * m, columns, lower, upper)
+        outcome = highs.run(h, p.deadline)
         if outcome is not Outcome.OPTIMAL:
-            return None, highs.describe(self.model) if outcome is Outcome.ERROR else outcome.value
-        z = np.asarray(self.model.getSolution().col_value)
-        return np.flatnonzero((z[:n] + z[n:]) > _SUPPORT_RTOL * level), "optimal"
+            return None, highs.describe(h) if outcome is Outcome.ERROR else outcome.value
+        z = np.asarray(h.getSolution().col_value)
+        return cells[(z[:m] + z[m:]) > _SUPPORT_RTOL * level], "optimal"
+
+
+class Boxes:
+    """Boxes of cells around a cell of a table, for local complement searches.
+
+    A box is a product of code sets, one per dimension: the cell's own code, its parent
+    and up to ``width`` of its siblings and of its children, those whose cell on the line
+    through the given cell is cheapest. A deviation inside a box with every relation
+    balanced is the 2x2 (x2...) cycle of seed 003 B.2.b's complementary sets, and the
+    relations that reach outside the box only hold its cells at 0 where they must.
+    """
+
+    #: Widths tried before the whole table. Measured on the benchmark's 100x100 table with
+    #: a 2-level hierarchy (groups of 10): width 2, 3+8, 5 and 9 gave 1,307, 1,196, 1,111
+    #: and 1,018 secondary cells (the whole-table LP alone 1,025): whole sibling groups,
+    #: the sub-tables of tau-ARGUS's modular method, lose nothing.
+    widths = (9,)
+    #: Boxes above this share of the table are not worth it: on 20x20x10 a box of width 9
+    #: (1,331 of 4,851 cells) found 30% more secondary cells than the whole-table LP.
+    max_share = 0.1
+
+    def __init__(self, table: Table):
+        self.shape = table.shape
+        self.positions = table.key_positions
+        self.kin = []
+        for h in table.dimensions:
+            parent = h.parent
+            kids = [h.children_idx[h.children_ptr[c]:h.children_ptr[c + 1]]
+                    for c in range(h.n_codes)]
+            sibs = [kids[parent[c]] if parent[c] >= 0 else np.array([c])
+                    for c in range(h.n_codes)]
+            self.kin.append((parent, kids, sibs))
+
+    def around(self, i: int, width: int, score: np.ndarray) -> np.ndarray | None:
+        """Cells of the box of ``width`` around cell ``i`` (``score``: the cost of using a
+        cell, ``inf`` when it may not be used), or ``None`` when that box is the whole
+        table."""
+        at = self.positions[i]
+        strides = np.cumprod((1,) + self.shape[::-1][:-1])[::-1]
+        base = int(at @ strides)
+        sets, whole = [], True
+        for d, (parent, kids, sibs) in enumerate(self.kin):
+            code = int(at[d])
+            chosen = [np.array([code])]
+            if parent[code] >= 0:
+                chosen.append(np.array([parent[code]]))
+            for group in (sibs[code], kids[code]):
+                group = group[group != code]
+                if len(group) > width:
+                    line = base + (group - code) * strides[d]
+                    group = group[np.argsort(score[line], kind="stable")[:width]]
+                chosen.append(group)
+            codes = np.unique(np.concatenate(chosen))
+            whole &= len(codes) == self.shape[d]
+            sets.append(codes)
+        if whole:
+            return None
+        grid = np.ix_(*sets)
+        return np.ravel_multi_index(grid, self.shape).ravel()
 
 
 def unprotected(att: Attacker, p: SearchProblem, y: np.ndarray):
