@@ -89,8 +89,8 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
 from . import highs
-from .highs import Outcome
 from . import rules as rules_mod
+from .highs import Outcome
 from .unions import UnionSource, judge
 
 # A cell whose measure is within this share of its scale below 0 is handled as possibly
@@ -103,6 +103,7 @@ _TIE_RTOL = 1e-9
 _MIP_FLOOR_RTOL = 1e-6
 # Enumeration budget of the frequency rules' supports per group.
 _MAX_SUPPORTS = 2000
+
 
 @dataclass(frozen=True)
 class Aggregation:
@@ -222,9 +223,9 @@ class _Respondents:
     cell: np.ndarray
     rid: np.ndarray
     amount: np.ndarray
-    total: np.ndarray          # X_i as the rules read it
-    count: np.ndarray          # respondents per cell (counts for count tables)
-    distinct: bool             # respondents of different cells are known to differ
+    total: np.ndarray  # X_i as the rules read it
+    count: np.ndarray  # respondents per cell (counts for count tables)
+    distinct: bool  # respondents of different cells are known to differ
 
     def top(self, depth: int) -> np.ndarray:
         """``(n, depth)`` largest amounts per cell."""
@@ -285,8 +286,14 @@ def _respondents(source: UnionSource, cells: np.ndarray) -> _Respondents:
     rid = np.concatenate(parts_id) if parts_id else np.zeros(0, np.int64)
     amount = np.concatenate(parts_amt) if parts_amt else np.zeros(0)
     nz = amount > 0
-    return _Respondents(cell[nz], rid[nz], amount[nz], np.abs(m.total[cells]),
-                        np.asarray(m.count, dtype=float)[cells], not raw.any())
+    return _Respondents(
+        cell[nz],
+        rid[nz],
+        amount[nz],
+        np.abs(m.total[cells]),
+        np.asarray(m.count, dtype=float)[cells],
+        not raw.any(),
+    )
 
 
 def atom_map(relations, source: UnionSource) -> sp.csr_matrix:
@@ -314,10 +321,18 @@ def atom_map(relations, source: UnionSource) -> sp.csr_matrix:
     return sp.csr_matrix((g.data, leaf_cells[g.indices], g.indptr), shape=(n, n))
 
 
-def check_aggregations(relations, values, suppressed, source: UnionSource, *,
-                       derived=None, deadline: float | None = None,
-                       time_limit: float = 60.0, screen_only: bool = False,
-                       proven: set | None = None) -> AggregationCheck:
+def check_aggregations(
+    relations,
+    values,
+    suppressed,
+    source: UnionSource,
+    *,
+    derived=None,
+    deadline: float | None = None,
+    time_limit: float = 60.0,
+    screen_only: bool = False,
+    proven: set | None = None,
+) -> AggregationCheck:
     """Decide whether any aggregation of the suppressed cells is sensitive.
 
     Parameters
@@ -359,13 +374,14 @@ def check_aggregations(relations, values, suppressed, source: UnionSource, *,
     suppressed = np.asarray(suppressed, dtype=bool)
     derived = np.zeros_like(suppressed) if derived is None else np.asarray(derived, bool)
     derived = derived & suppressed
-    work = _Work(a, atom_map(relations, source), values, suppressed & ~derived, source,
-                 deadline, screen_only)
+    work = _Work(
+        a, atom_map(relations, source), values, suppressed & ~derived, source, deadline, screen_only
+    )
     found, undecided, statuses = [], [], []
     groups = screened = 0
     for group in work.groups():
         tag = work.cells[group.members].tobytes() if proven is not None else None
-        if tag is not None and tag in proven:
+        if proven is not None and tag in proven:
             groups += 1
             screened += 1
             statuses.append("safe")
@@ -378,7 +394,7 @@ def check_aggregations(relations, values, suppressed, source: UnionSource, *,
         status, aggregation, how = outcome
         statuses.append(status)
         screened += status == "safe" and work.mip_solves == solves
-        if tag is not None and status == "safe":
+        if proven is not None and tag is not None and status == "safe":
             proven.add(tag)
         if aggregation is not None:
             found.append(aggregation)
@@ -395,17 +411,24 @@ def check_aggregations(relations, values, suppressed, source: UnionSource, *,
         status = "safe"
     messages = {
         "safe": "every aggregation of suppressed cells is safe",
-        "sensitive": f"{len(found)} group(s) of suppressed cells publish a sensitive "
-                     "aggregation",
-        "undecided": "not every group of suppressed cells was decided: " + "; ".join(
-            sorted(work.why)),
+        "sensitive": f"{len(found)} group(s) of suppressed cells publish a sensitive aggregation",
+        "undecided": "not every group of suppressed cells was decided: "
+        + "; ".join(sorted(work.why)),
         "not_applicable": "some suppressed cells have no contributions or summary, so the "
-                          "rule cannot be applied to aggregations that include them",
+        "rule cannot be applied to aggregations that include them",
     }
     return AggregationCheck(
-        status, np.flatnonzero(derived), tuple(found),
-        np.concatenate(undecided) if undecided else np.zeros(0, np.int64), groups, screened,
-        work.mip_solves, time.perf_counter() - start, messages[status], tuple(work.failing))
+        status,
+        np.flatnonzero(derived),
+        tuple(found),
+        np.concatenate(undecided) if undecided else np.zeros(0, np.int64),
+        groups,
+        screened,
+        work.mip_solves,
+        time.perf_counter() - start,
+        messages[status],
+        tuple(work.failing),
+    )
 
 
 @dataclass(frozen=True)
@@ -437,8 +460,9 @@ def _implied_frequency(rules) -> set[int]:
             reach = max(reach, r.c + 2)
         elif isinstance(r, rules_mod.Dominance):
             reach = max(reach, r.n + 1)
-    return {k for k, r in enumerate(rules)
-            if isinstance(r, rules_mod.MinimumFrequency) and r.n <= reach}
+    return {
+        k for k, r in enumerate(rules) if isinstance(r, rules_mod.MinimumFrequency) and r.n <= reach
+    }
 
 
 def _rule_arrays(rules, forms, resp: _Respondents) -> _RuleArrays:
@@ -456,7 +480,7 @@ def _rule_arrays(rules, forms, resp: _Respondents) -> _RuleArrays:
         alone[k] = measure[k] - b[-1] * top[:, m - 1]
         scale[k] = np.maximum((1.0 - f.tau) * resp.total, 1e-300)
         plain[k] = -f.tau * resp.total
-        om = -f.tau * resp.total - top[:, :m - 1] @ b[1:]
+        om = -f.tau * resp.total - top[:, : m - 1] @ b[1:]
         omega[k] = np.where(np.abs(om) <= _TIE_RTOL * scale[k], 0.0, om)
     return _RuleArrays(measure, alone, scale, plain, omega)
 
@@ -474,8 +498,9 @@ def _atom_data(g: sp.csr_matrix, source: UnionSource):
 class _Work:
     """The state shared by the groups of one check; atom arrays are indexed by cell."""
 
-    def __init__(self, a, g, values, hidden, source: UnionSource, deadline,
-                 screen_only: bool = False):
+    def __init__(
+        self, a, g, values, hidden, source: UnionSource, deadline, screen_only: bool = False
+    ):
         self.values, self.source, self.deadline = values, source, deadline
         self.screen_only = screen_only
         self.failing: list[tuple[int, int]] = []
@@ -505,15 +530,16 @@ class _Work:
         pr = sp.csr_matrix((np.ones(b.nnz), b.indices, b.indptr), shape=b.shape)
         ga = gs[:, shared_atoms].tocsr()
         pa = sp.csr_matrix((np.ones(ga.nnz), ga.indices, ga.indptr), shape=ga.shape)
-        graph = sp.bmat([[None, pr.T, pa], [pr, None, None], [pa.T, None, None]],
-                        format="csr", dtype=float)
+        graph = sp.bmat(
+            [[None, pr.T, pa], [pr, None, None], [pa.T, None, None]], format="csr", dtype=float
+        )
         if graph.shape[0] != n_s + n_r + n_a:
             graph.resize((n_s + n_r + n_a, n_s + n_r + n_a))
         n_lab, labels = connected_components(graph, directed=False)
-        cell_label, row_label = labels[:n_s], labels[n_s:n_s + n_r]
+        cell_label, row_label = labels[:n_s], labels[n_s : n_s + n_r]
         # Groups without an atom any rule could call sensitive are safe (seed 002
         # Theorem 2): skip them before building anything.
-        atom_label = labels[n_s + n_r:]
+        atom_label = labels[n_s + n_r :]
         wanted = np.zeros(n_lab, bool)
         wanted[atom_label[self._relevant[self.atom_pos[shared_atoms]]]] = True
         cell_order = np.argsort(cell_label, kind="stable")
@@ -525,9 +551,14 @@ class _Work:
         g_sorted = self.g_s[cell_order].tocsr()
         for lab in np.flatnonzero(wanted).tolist():
             r0, r1, c0, c1 = rb[lab], rb[lab + 1], cb[lab], cb[lab + 1]
-            if r1 > r0 and c1 > c0:   # a hidden cell in no relation publishes nothing
-                yield _Group(self, cell_order[c0:c1], active[row_order[r0:r1]],
-                             blocks[r0:r1, c0:c1], g_sorted[c0:c1])
+            if r1 > r0 and c1 > c0:  # a hidden cell in no relation publishes nothing
+                yield _Group(
+                    self,
+                    cell_order[c0:c1],
+                    active[row_order[r0:r1]],
+                    blocks[r0:r1, c0:c1],
+                    g_sorted[c0:c1],
+                )
 
     @property
     def _relevant(self) -> np.ndarray:
@@ -560,15 +591,21 @@ class _Group:
     """One group: its relations ``mu``, cells ``lambda = sub^T mu`` and atoms
     ``phi = Gm^T lambda``, and the LP over them."""
 
-    def __init__(self, work: _Work, members: np.ndarray, rows: np.ndarray,
-                 sub: sp.csr_matrix, gm: sp.csr_matrix):
+    def __init__(
+        self,
+        work: _Work,
+        members: np.ndarray,
+        rows: np.ndarray,
+        sub: sp.csr_matrix,
+        gm: sp.csr_matrix,
+    ):
         self.w = work
         self.members = members
         self.rows = rows
         self.sub = sub
-        self.atoms = np.flatnonzero(np.diff(gm.tocsc().indptr) > 0)   # cell ids
+        self.atoms = np.flatnonzero(np.diff(gm.tocsc().indptr) > 0)  # cell ids
         self.gm = gm[:, self.atoms].tocsr()
-        self.bt = (self.gm.T @ self.sub.T).tocsr()          # phi = bt @ mu
+        self.bt = (self.gm.T @ self.sub.T).tocsr()  # phi = bt @ mu
         pos = work.atom_pos[self.atoms]
         self.pos = pos
         self.unknown = ~work.known[pos]
@@ -615,7 +652,7 @@ class _Group:
         lam = np.asarray(self.sub.T @ mu.T).T
         phi = np.asarray(self.gm.T @ lam.T).T
         scale = np.abs(phi).max(axis=1, keepdims=True)
-        keep = scale.ravel() > 1e-12   # phi = 0: an identity such as "total = its parts"
+        keep = scale.ravel() > 1e-12  # phi = 0: an identity such as "total = its parts"
         if not keep.any():
             return None
         mu, lam, phi = (v[keep] / scale[keep] for v in (mu, lam, phi))
@@ -627,8 +664,9 @@ class _Group:
         flip = np.where((value < 0) | ((value == 0) & (first < 0)), -1.0, 1.0)[:, None]
         mu, lam, phi, value = mu * flip, lam * flip, phi * flip, value * flip.ravel()
         coo = sp.coo_matrix(phi)
-        full = sp.csr_matrix((coo.data, (coo.row, self.atoms[coo.col])),
-                             shape=(len(phi), len(w.values)))
+        full = sp.csr_matrix(
+            (coo.data, (coo.row, self.atoms[coo.col])), shape=(len(phi), len(w.values))
+        )
         verdict = judge(full, w.values, w.source)
         sens = verdict.fired & verdict.checked[None, :]
         best = None
@@ -638,9 +676,17 @@ class _Group:
                 nz = np.flatnonzero(lam[r])
                 used = np.flatnonzero(np.abs(mu[r]) > 1e-12)
                 on = np.flatnonzero(phi[r])
-                best = Aggregation(w.cells[self.members[nz]], lam[r, nz], float(value[r]),
-                                   int(k), s, how, self.rows[used], mu[r, used],
-                                   self.atoms[on])
+                best = Aggregation(
+                    w.cells[self.members[nz]],
+                    lam[r, nz],
+                    float(value[r]),
+                    int(k),
+                    s,
+                    how,
+                    self.rows[used],
+                    mu[r, used],
+                    self.atoms[on],
+                )
         return best
 
     def explicit(self) -> Aggregation | None:
@@ -664,10 +710,17 @@ class _Group:
             c = np.where(np.isfinite(cost), cost, 0.0)
             # Only bounds change between solves: dual simplex from the last basis, which
             # stays dual feasible; presolve would discard it.
-            h = highs.model(np.concatenate([c, c, np.zeros(nr)]),
-                            np.concatenate([np.zeros(2 * na), np.full(nr, -np.inf)]),
-                            np.full(2 * na + nr, np.inf), a_all, np.zeros(na), np.zeros(na),
-                            presolve="off", solver="simplex", simplex_strategy=1)
+            h = highs.model(
+                np.concatenate([c, c, np.zeros(nr)]),
+                np.concatenate([np.zeros(2 * na), np.full(nr, -np.inf)]),
+                np.full(2 * na + nr, np.inf),
+                a_all,
+                np.zeros(na),
+                np.zeros(na),
+                presolve="off",
+                solver="simplex",
+                simplex_strategy=1,
+            )
             self._lp[kind] = (h, c, np.zeros(2 * na), np.full(2 * na, np.inf))
         return self._lp[kind]
 
@@ -694,7 +747,7 @@ class _Group:
             return np.nan, None, highs.describe(h) if outcome is Outcome.ERROR else outcome.value
         x = np.asarray(h.getSolution().col_value)
         self.deviation = np.asarray(h.getSolution().row_dual)
-        return h.getInfo().objective_function_value - c[anchor], x[2 * na:], "optimal"
+        return h.getInfo().objective_function_value - c[anchor], x[2 * na :], "optimal"
 
     def proven_by_last(self, anchor: int, cost: np.ndarray) -> np.ndarray:
         """``|z|`` of the last LP's deviation ``z`` (its row prices: ``bt^T z = 0``,
@@ -712,7 +765,6 @@ class _Group:
     def magnitude(self, k: int, near: np.ndarray):
         """Screen, witnesses, then the MIP, for slot-form rule ``k``."""
         w = self.w
-        form = w.forms[k]
         found = self._magnitude_screen(k, near)
         if found is not None:
             return found
@@ -738,7 +790,7 @@ class _Group:
                 everywhere = np.ones(len(self.atoms), bool)
                 measure = w.measure[k, self.pos]
                 margins = np.where(form.inclusive, -tol, tol)
-                proven = measure < margins            # rho >= 0: nothing to prove
+                proven = measure < margins  # rho >= 0: nothing to prove
                 for anchor in np.flatnonzero(near).tolist():
                     if proven[anchor]:
                         continue
@@ -766,8 +818,7 @@ class _Group:
                             w.why.add(f"screen LP: {status}")
                             return "undecided", None, "screen"
                         ok = s_i - rho < margin
-                        if not ok and mu is not None and (
-                                witness := self._judge(mu, "screen")):
+                        if not ok and mu is not None and (witness := self._judge(mu, "screen")):
                             return "sensitive", witness, "screen"
                     if not ok:
                         certified = False
@@ -835,21 +886,21 @@ class _Group:
         n_col = o_z + m_slots * n_q
         col_lo = np.zeros(n_col)
         col_hi = np.zeros(n_col)
-        col_hi[o_lp:o_lp + n] = cap
-        col_hi[o_ln:o_ln + n] = cap
-        col_lo[o_mu:o_mu + n_rel] = -np.inf
-        col_hi[o_mu:o_mu + n_rel] = np.inf
-        col_hi[o_beta:o_beta + len(P)] = 1.0
+        col_hi[o_lp : o_lp + n] = cap
+        col_hi[o_ln : o_ln + n] = cap
+        col_lo[o_mu : o_mu + n_rel] = -np.inf
+        col_hi[o_mu : o_mu + n_rel] = np.inf
+        col_hi[o_beta : o_beta + len(P)] = 1.0
         col_hi[o_psi:o_z] = np.tile(big_m, m_slots)
         z_hi = np.ones(m_slots * n_q)
-        z_hi[:n_q] = touches_p.astype(float)        # slot 1: the attacked, in a sensitive atom
+        z_hi[:n_q] = touches_p.astype(float)  # slot 1: the attacked, in a sensitive atom
         col_hi[o_z:] = z_hi
         integer = np.zeros(n_col, bool)
-        integer[o_beta:o_beta + len(P)] = True
+        integer[o_beta : o_beta + len(P)] = True
         integer[o_z:] = True
         cost = np.zeros(n_col)
-        cost[o_lp:o_lp + n] = form.tau * total
-        cost[o_ln:o_ln + n] = form.tau * total
+        cost[o_lp : o_lp + n] = form.tau * total
+        cost[o_ln : o_ln + n] = form.tau * total
         cost[o_psi:o_z] = np.repeat(np.asarray(form.b), n_q)
 
         blocks, lowers, uppers = [], [], []
@@ -860,18 +911,18 @@ class _Group:
             uppers.append(np.broadcast_to(hi, blocks[-1].shape[0]))
 
         eye = sp.identity(n, format="csr")
-        add({o_lp: eye, o_ln: -eye, o_mu: -self.bt}, 0.0, 0.0)       # phi = bt mu
+        add({o_lp: eye, o_ln: -eye, o_mu: -self.bt}, 0.0, 0.0)  # phi = bt mu
         n_p = len(P)
         sel = sp.csr_matrix((np.ones(n_p), (np.arange(n_p), P)), shape=(n_p, n))
         ep = sp.identity(n_p, format="csr")
-        add({o_lp: sel, o_beta: -ep}, -np.inf, 0.0)                     # phi+ <= beta
-        add({o_ln: sel, o_beta: ep}, -np.inf, 1.0)                      # phi- <= 1 - beta
+        add({o_lp: sel, o_beta: -ep}, -np.inf, 0.0)  # phi+ <= beta
+        add({o_ln: sel, o_beta: ep}, -np.inf, 1.0)  # phi- <= 1 - beta
         ones_p = sp.csr_matrix(np.ones((1, n_p))) @ sel
-        add({o_lp: ones_p, o_ln: ones_p}, 1.0, 1.0)                     # sum_P |phi| = 1
+        add({o_lp: ones_p, o_ln: ones_p}, 1.0, 1.0)  # sum_P |phi| = 1
         eq = sp.identity(n_q, format="csr")
         for s in range(m_slots):
             ps, zs = o_psi + s * n_q, o_z + s * n_q
-            add({ps: eq, o_lp: -c_mat, o_ln: -c_mat}, -np.inf, 0.0)   # psi <= X^r
+            add({ps: eq, o_lp: -c_mat, o_ln: -c_mat}, -np.inf, 0.0)  # psi <= X^r
             add({ps: eq, zs: -sp.diags(big_m).tocsr()}, -np.inf, 0.0)  # psi <= M z
             add({zs: sp.csr_matrix(np.ones((1, n_q)))}, -np.inf, 1.0)  # one per slot
         add({o_z + s * n_q: eq for s in range(m_slots)}, -np.inf, 1.0)  # one slot each
@@ -880,8 +931,8 @@ class _Group:
         # an inclusive rule's may fall short of 0 by less than it.
         eps = -0.1 * _TIE_RTOL if form.inclusive else _MIP_FLOOR_RTOL
         floor = cost.copy()
-        floor[o_lp:o_lp + n] -= eps * (1.0 - form.tau) * total
-        floor[o_ln:o_ln + n] -= eps * (1.0 - form.tau) * total
+        floor[o_lp : o_lp + n] -= eps * (1.0 - form.tau) * total
+        floor[o_ln : o_ln + n] -= eps * (1.0 - form.tau) * total
         add({0: sp.csr_matrix(floor[None, :])}, 0.0, np.inf)
         a_all = sp.vstack(blocks, format="csc")
 
@@ -889,24 +940,34 @@ class _Group:
             w.why.add("time limit reached")
             return "undecided", None, "mip"
         # Any point at or above the floor is a sensitive aggregation: stop at the first.
-        h = highs.model(cost, col_lo, col_hi, a_all, np.concatenate(lowers),
-                        np.concatenate(uppers), maximize=True, integer=integer,
-                        mip_max_improving_sols=1)
+        h = highs.model(
+            cost,
+            col_lo,
+            col_hi,
+            a_all,
+            np.concatenate(lowers),
+            np.concatenate(uppers),
+            maximize=True,
+            integer=integer,
+            mip_max_improving_sols=1,
+        )
         outcome = highs.run(h, w.deadline)
         w.mip_solves += 1
         if outcome is Outcome.INFEASIBLE:
             return "safe", None, "mip"
         x = np.asarray(h.getSolution().col_value) if highs.has_point(h) else None
         if x is not None and len(x) == n_col:
-            witness = self._judge(x[o_mu:o_mu + n_rel], "mip")
+            witness = self._judge(x[o_mu : o_mu + n_rel], "mip")
             if witness is not None:
                 return "sensitive", witness, "mip"
         # A time limit, or a point the exact rule does not confirm (the request rule and
         # waivers are over-approximated in the MIP, or round-off), leaves the group
         # undecided, never safe.
-        w.why.add("time limit reached in the MIP" if outcome is Outcome.TIME_LIMIT else
-                  f"MIP ended with {highs.describe(h)!r} at a point the rule "
-                  "does not confirm")
+        w.why.add(
+            "time limit reached in the MIP"
+            if outcome is Outcome.TIME_LIMIT
+            else f"MIP ended with {highs.describe(h)!r} at a point the rule does not confirm"
+        )
         return "undecided", None, "mip"
 
     # -- frequency rules -----------------------------------------------------------------
@@ -928,7 +989,7 @@ class _Group:
                 w.why.add(f"support LP: {status}")
                 return "undecided", None
             if not np.isfinite(value):
-                continue   # no aggregation within the small atoms involves the anchor
+                continue  # no aggregation within the small atoms involves the anchor
             witness = self._judge(mu, "support")
             if witness is not None:
                 return "sensitive", witness
@@ -962,8 +1023,9 @@ class _Group:
                         if witness is not None:
                             return "sensitive", witness
             # The anchor alone with zero atoms.
-            value, mu, status = self._cheapest("support", cost, anchor, zero | (
-                np.arange(len(zero)) == anchor))
+            value, mu, status = self._cheapest(
+                "support", cost, anchor, zero | (np.arange(len(zero)) == anchor)
+            )
             if status == "optimal" and np.isfinite(value):
                 witness = self._judge(mu, "support")
                 if witness is not None:
@@ -1001,13 +1063,12 @@ class Requirements:
     def __init__(self, relations, source: UnionSource):
         n = source.cells.n_cells
         self.source = source
-        atoms, self.rules, forms, resp, arrays = _atom_data(atom_map(relations, source),
-                                                            source)
+        atoms, self.rules, forms, resp, arrays = _atom_data(atom_map(relations, source), source)
         shape = (len(self.rules), n)
         self.measure = np.full(shape, -np.inf)
         self.alone = np.full(shape, -np.inf)
         self.tie = np.ones(shape)
-        self.room_alone = np.full(shape, np.inf)     # cells that are not atoms: free
+        self.room_alone = np.full(shape, np.inf)  # cells that are not atoms: free
         self.room_plain = np.full(shape, np.inf)
         for k, (rule, form) in enumerate(zip(self.rules, forms)):
             if form is None:
@@ -1039,6 +1100,7 @@ class Requirements:
     def at(self, k: int, anchor: int) -> list[tuple[int, float, np.ndarray]]:
         """``[(cell, level, room)]``: the deviations the screen needs for ``anchor`` under
         rule ``k``, each strictly beyond its level."""
+
         def beyond(level: float) -> float:
             return level + max(1e-6 * abs(level), 1e3 * self.tie[k, anchor], 1e-9)
 
@@ -1047,8 +1109,10 @@ class Requirements:
             room = self.room_alone[k].copy()
             room[anchor] = np.inf
             return [(anchor, 1e-4 * max(1.0, abs(self.values[anchor])), room)]
-        for level, room in ((self.alone[k, anchor], self.room_alone[k]),
-                            (self.measure[k, anchor], self.room_plain[k])):
+        for level, room in (
+            (self.alone[k, anchor], self.room_alone[k]),
+            (self.measure[k, anchor], self.room_plain[k]),
+        ):
             if level > -self.tie[k, anchor]:
                 room = room.copy()
                 room[anchor] = np.inf

@@ -24,10 +24,11 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
 from . import highs
-from .aggregations import check_aggregations
+from .aggregations import AggregationCheck, check_aggregations
 from .errors import InputError
 from .highs import Outcome
 from .problem import TableProblem, bounds, relations_of
+from .unions import UnionCheck
 
 # Published values must satisfy relations and bounds to this relative tolerance (relative
 # to the magnitude of the terms involved, at least 1); beyond it the table is inconsistent.
@@ -39,6 +40,7 @@ _AT_BOUND_RTOL = 1e-9
 # to a cell's value and protection levels (never to its far bound), so solver round-off
 # does not decide a verdict (see check_protection, Notes).
 PROTECTION_RTOL = highs.FEASIBILITY_RTOL
+
 
 @dataclass(frozen=True)
 class FeasibilityIntervals:
@@ -90,23 +92,25 @@ class _Problem:
     tolerance: float = 0.0
 
 
-def _check_inputs(relations, values, suppressed, lower_bounds, upper_bounds,
-                  time_limit, tolerance=0.0) -> _Problem:
+def _check_inputs(
+    relations, values, suppressed, lower_bounds, upper_bounds, time_limit, tolerance=0.0
+) -> _Problem:
     a = relations_of(relations)
     n = a.shape[1]
     x = np.asarray(values, dtype=float)
     if x.shape != (n,):
-        raise InputError(f"values must have one entry per cell ({n}), got shape {x.shape}",
-                         field="values")
+        raise InputError(
+            f"values must have one entry per cell ({n}), got shape {x.shape}", field="values"
+        )
     s = np.asarray(suppressed)
     if s.shape != (n,) or s.dtype != bool:
-        raise InputError(f"suppressed must be a boolean mask with one entry per cell ({n})",
-                         field="suppressed")
+        raise InputError(
+            f"suppressed must be a boolean mask with one entry per cell ({n})", field="suppressed"
+        )
     bad = ~s & ~np.isfinite(x)
     if bad.any():
         cell = int(np.flatnonzero(bad)[0])
-        raise InputError(f"published cell {cell} has no finite value", field="values",
-                         cell=cell)
+        raise InputError(f"published cell {cell} has no finite value", field="values", cell=cell)
     lb, ub = bounds(lower_bounds, upper_bounds, n)
     if not time_limit > 0:
         raise InputError("time_limit must be > 0 seconds", field="time_limit")
@@ -126,8 +130,9 @@ def _published_contradiction(p: _Problem) -> str | None:
     pub = ~p.suppressed
     x = np.where(pub, p.values, 0.0)
     scale = np.maximum(1.0, np.abs(x))
-    out = pub & ((x < p.lower - _FEASIBILITY_RTOL * scale)
-                 | (x > p.upper + _FEASIBILITY_RTOL * scale))
+    out = pub & (
+        (x < p.lower - _FEASIBILITY_RTOL * scale) | (x > p.upper + _FEASIBILITY_RTOL * scale)
+    )
     if out.any():
         cell = int(np.flatnonzero(out)[0])
         return f"published cell {cell} lies outside its a-priori bounds"
@@ -137,14 +142,23 @@ def _published_contradiction(p: _Problem) -> str | None:
     broken = ~touches & (np.abs(residual) > tol)
     if broken.any():
         r = int(np.flatnonzero(broken)[0])
-        return (f"relation {r} involves only published cells and does not add up "
-                f"(residual {residual[r]:g})")
+        return (
+            f"relation {r} involves only published cells and does not add up "
+            f"(residual {residual[r]:g})"
+        )
     return None
 
 
-def feasibility_intervals(relations, values, suppressed, lower_bounds=0.0,
-                          upper_bounds=np.inf, *, time_limit: float = 60.0,
-                          tolerance: float = 0.0) -> FeasibilityIntervals:
+def feasibility_intervals(
+    relations,
+    values,
+    suppressed,
+    lower_bounds=0.0,
+    upper_bounds=np.inf,
+    *,
+    time_limit: float = 60.0,
+    tolerance: float = 0.0,
+) -> FeasibilityIntervals:
     """Feasibility interval of every suppressed cell.
 
     Parameters
@@ -198,8 +212,9 @@ def feasibility_intervals(relations, values, suppressed, lower_bounds=0.0,
     Fischetti, M. and Salazar, J.J. (2000), cited in seed 000 for the LP statement.
     """
     start = time.perf_counter()
-    p = _check_inputs(relations, values, suppressed, lower_bounds, upper_bounds, time_limit,
-                      tolerance)
+    p = _check_inputs(
+        relations, values, suppressed, lower_bounds, upper_bounds, time_limit, tolerance
+    )
     deadline = start + p.time_limit
     cells = np.flatnonzero(p.suppressed)
     n_s = len(cells)
@@ -211,8 +226,17 @@ def feasibility_intervals(relations, values, suppressed, lower_bounds=0.0,
         if status == "infeasible":
             lower[:] = upper[:] = np.nan
             certified[:] = False
-        return FeasibilityIntervals(cells, lower, upper, certified, status, message, n_lp,
-                                    time.perf_counter() - start, n_comp)
+        return FeasibilityIntervals(
+            cells,
+            lower,
+            upper,
+            certified,
+            status,
+            message,
+            n_lp,
+            time.perf_counter() - start,
+            n_comp,
+        )
 
     if (why := _published_contradiction(p)) is not None:
         return result("infeasible", why)
@@ -240,8 +264,9 @@ def feasibility_intervals(relations, values, suppressed, lower_bounds=0.0,
     single_rows = np.flatnonzero(size[row_label] == 1)
     if single_rows.size:
         sub = b[single_rows].tocoo()
-        ends = (rhs[single_rows][sub.row][:, None] + [-p.tolerance, p.tolerance]) \
-            / sub.data[:, None]
+        ends = (rhs[single_rows][sub.row][:, None] + [-p.tolerance, p.tolerance]) / sub.data[
+            :, None
+        ]
         lo = np.full(n_s, -np.inf)
         hi = np.full(n_s, np.inf)
         np.maximum.at(lo, sub.col, ends.min(axis=1))
@@ -252,8 +277,11 @@ def feasibility_intervals(relations, values, suppressed, lower_bounds=0.0,
         clash = (lo - hi > tol) | (hi < lb[fixed] - tol) | (lo > ub[fixed] + tol)
         if clash.any():
             j = int(cells[fixed[np.flatnonzero(clash)[0]]])
-            return result("infeasible", f"the published cells fix suppressed cell {j} to a "
-                          "value outside its bounds or to two different values")
+            return result(
+                "infeasible",
+                f"the published cells fix suppressed cell {j} to a "
+                "value outside its bounds or to two different values",
+            )
         # min/max: with no tolerance lo and hi agree up to rounding, in either order.
         lower[fixed] = np.clip(np.minimum(lo, hi), lb[fixed], ub[fixed])
         upper[fixed] = np.clip(np.maximum(lo, hi), lb[fixed], ub[fixed])
@@ -275,19 +303,29 @@ def feasibility_intervals(relations, values, suppressed, lower_bounds=0.0,
         c0, c1, r0, r1 = col_start[k], col_start[k + 1], row_start[k], row_start[k + 1]
         js = col_order[c0:c1]
         start_nz, end_nz = blocks.indptr[c0], blocks.indptr[c1]
-        block = (blocks.indptr[c0:c1 + 1] - start_nz, blocks.indices[start_nz:end_nz] - r0,
-                 blocks.data[start_nz:end_nz])
-        lo, hi, n_solved, outcome = _bound_group(block, rhs_sorted[r0:r1], p.tolerance,
-                                                 lb[js], ub[js], deadline)
+        block = (
+            blocks.indptr[c0 : c1 + 1] - start_nz,
+            blocks.indices[start_nz:end_nz] - r0,
+            blocks.data[start_nz:end_nz],
+        )
+        lo, hi, n_solved, outcome = _bound_group(
+            block, rhs_sorted[r0:r1], p.tolerance, lb[js], ub[js], deadline
+        )
         lower[js], upper[js] = lo, hi
         n_lp += n_solved
         if outcome == "infeasible":
-            return result("infeasible", "no table is consistent with the published cells and "
-                          f"bounds (group of suppressed cells including cell {int(cells[js[0]])})",
-                          n_lp, len(lp_labels))
+            return result(
+                "infeasible",
+                "no table is consistent with the published cells and "
+                f"bounds (group of suppressed cells including cell {int(cells[js[0]])})",
+                n_lp,
+                len(lp_labels),
+            )
         if outcome == "time_limit":
-            status, message = "time_limit", (f"time limit of {p.time_limit:g} s reached; "
-                                             "unreached cells are not certified")
+            status, message = (
+                "time_limit",
+                (f"time limit of {p.time_limit:g} s reached; unreached cells are not certified"),
+            )
             break
         if outcome != "optimal":
             errors.append(f"{outcome} (group including cell {int(cells[js[0]])})")
@@ -300,13 +338,20 @@ def _bound_group(block, rhs, tolerance, lb, ub, deadline):
     """Min and max of every variable of one group by warm-started HiGHS solves.
 
     ``block`` is the group's constraint matrix in CSC form ``(indptr, indices, data)``,
-    with ``|block @ x - rhs| <= tolerance`` and ``lb <= x <= ub``. Returns ``(lower, upper, n_solves,
-    outcome)``; bounds not proven are nan.
+    with ``|block @ x - rhs| <= tolerance`` and ``lb <= x <= ub``. Returns ``(lower, upper,
+    n_solves, outcome)``; bounds not proven are nan.
     """
     indptr, indices, data = block
     n, m = len(lb), len(rhs)
-    h = highs.model(np.zeros(n), lb, ub, sp.csc_matrix((data, indices, indptr), shape=(m, n)),
-                    rhs - tolerance, rhs + tolerance, **highs.WARM_PRIMAL)
+    h = highs.model(
+        np.zeros(n),
+        lb,
+        ub,
+        sp.csc_matrix((data, indices, indptr), shape=(m, n)),
+        rhs - tolerance,
+        rhs + tolerance,
+        **highs.WARM_PRIMAL,
+    )
 
     lower, upper = np.full(n, np.nan), np.full(n, np.nan)
     seen_lo, seen_hi = np.full(n, np.inf), np.full(n, -np.inf)
@@ -326,8 +371,7 @@ def _bound_group(block, rhs, tolerance, lb, ub, deadline):
             if time.perf_counter() >= deadline:
                 return lower, upper, n_solves, "time_limit"
             if costed not in (-1, j):
-                h.changeColsCost(2, np.array([costed, j], dtype=np.int32),
-                                 np.array([0.0, sense]))
+                h.changeColsCost(2, np.array([costed, j], dtype=np.int32), np.array([0.0, sense]))
             else:
                 h.changeColsCost(1, np.array([j], dtype=np.int32), np.array([sense]))
             costed = j
@@ -390,9 +434,17 @@ class ProtectionCheck:
         return bool(self.protected[self.sensitive].all())
 
 
-def check_protection(values, lower, upper, upper_protection, lower_protection,
-                     sensitive_mask, certified, *, rtol: float = PROTECTION_RTOL
-                     ) -> ProtectionCheck:
+def check_protection(
+    values,
+    lower,
+    upper,
+    upper_protection,
+    lower_protection,
+    sensitive_mask,
+    certified,
+    *,
+    rtol: float = PROTECTION_RTOL,
+) -> ProtectionCheck:
     """Hold each sensitive cell's feasibility interval against its protection levels.
 
     Parameters
@@ -459,17 +511,17 @@ def check_protection(values, lower, upper, upper_protection, lower_protection,
     protected, and their missing amounts are nan.
     """
     x, lo, hi = (np.asarray(v, dtype=float) for v in (values, lower, upper))
-    up, lp = np.broadcast_arrays(np.asarray(upper_protection, dtype=float),
-                                 np.asarray(lower_protection, dtype=float), x)[:2]
+    up, lp = np.broadcast_arrays(
+        np.asarray(upper_protection, dtype=float), np.asarray(lower_protection, dtype=float), x
+    )[:2]
     sensitive = np.broadcast_to(np.asarray(sensitive_mask, dtype=bool), x.shape)
-    ok = np.broadcast_to(np.asarray(certified, dtype=bool), x.shape) & ~np.isnan(lo) \
-        & ~np.isnan(hi)
-    finite = lambda v: np.where(np.isfinite(v), np.abs(v), 0.0)  # noqa: E731
+    ok = np.broadcast_to(np.asarray(certified, dtype=bool), x.shape) & ~np.isnan(lo) & ~np.isnan(hi)
+    finite = lambda v: np.where(np.isfinite(v), np.abs(v), 0.0)
     # Relative to the value and the levels, never to the bounds (see Notes).
     tol = rtol * np.maximum.reduce([np.ones_like(x), np.abs(x), finite(up), finite(lp)])
-    forgiven = lambda level: np.minimum(tol, finite(level) / 100.0)  # noqa: E731
+    forgiven = lambda level: np.minimum(tol, finite(level) / 100.0)
     # X is feasible: a bound at most tol on the wrong side of it is X (nan stays nan).
-    clean = lambda d: np.where(d >= -tol, np.maximum(d, 0.0), d)  # noqa: E731
+    clean = lambda d: np.where(d >= -tol, np.maximum(d, 0.0), d)
     check = sensitive & ok
     with np.errstate(invalid="ignore"):
         up_gap, low_gap, width = clean(hi - x), clean(x - lo), clean(hi - lo)
@@ -482,15 +534,24 @@ def check_protection(values, lower, upper, upper_protection, lower_protection,
     missing_upper[sensitive & ~ok] = np.nan
     missing_lower[sensitive & ~ok] = np.nan
     protected = ok & ~(exact | upper_too_close | lower_too_close | too_narrow)
-    return ProtectionCheck(exact, upper_too_close, lower_too_close, too_narrow,
-                           missing_upper, missing_lower, protected, sensitive.copy())
+    return ProtectionCheck(
+        exact,
+        upper_too_close,
+        lower_too_close,
+        too_narrow,
+        missing_upper,
+        missing_lower,
+        protected,
+        sensitive.copy(),
+    )
 
 
 VERDICTS = ("safe", "unsafe", "uncertified", "infeasible")
 
 
-def point_intervals(values, lower, upper, certified, *, rtol: float = PROTECTION_RTOL
-                    ) -> np.ndarray:
+def point_intervals(
+    values, lower, upper, certified, *, rtol: float = PROTECTION_RTOL
+) -> np.ndarray:
     """Which certified intervals are a point: the cell is computed exactly (derived).
 
     The width is judged relative to the cell's own value, ``rtol * max(1, |X|)``, never to
@@ -526,8 +587,8 @@ class PatternAudit:
 
     intervals: FeasibilityIntervals
     protection: ProtectionCheck
-    unions: object | None
-    aggregations: object | None
+    unions: UnionCheck | None
+    aggregations: AggregationCheck | None
     published_sensitive: np.ndarray
     verdict: str
     reasons: tuple[str, ...]
@@ -544,8 +605,7 @@ class PatternAudit:
         return self.aggregations.derived
 
 
-def audit_pattern(problem: TableProblem, suppressed, *, time_limit: float = 60.0
-                  ) -> PatternAudit:
+def audit_pattern(problem: TableProblem, suppressed, *, time_limit: float = 60.0) -> PatternAudit:
     """Audit a suppression pattern: intervals, protection levels and every aggregation.
 
     Parameters
@@ -580,51 +640,71 @@ def audit_pattern(problem: TableProblem, suppressed, *, time_limit: float = 60.0
     values, sensitive, unions = problem.values, problem.sensitive, problem.unions
     relations = problem.structure
     suppressed = np.asarray(suppressed, dtype=bool)
-    iv = feasibility_intervals(problem.relations, values, suppressed, problem.lower_bounds,
-                               problem.upper_bounds, time_limit=time_limit,
-                               tolerance=problem.tolerance)
+    iv = feasibility_intervals(
+        problem.relations,
+        values,
+        suppressed,
+        problem.lower_bounds,
+        problem.upper_bounds,
+        time_limit=time_limit,
+        tolerance=problem.tolerance,
+    )
     c = iv.cells
-    check = check_protection(values[c], iv.lower, iv.upper, problem.upper_protection[c],
-                             problem.lower_protection[c], sensitive[c], iv.certified)
+    check = check_protection(
+        values[c],
+        iv.lower,
+        iv.upper,
+        problem.upper_protection[c],
+        problem.lower_protection[c],
+        sensitive[c],
+        iv.certified,
+    )
     published_sensitive = np.flatnonzero(sensitive & ~suppressed)
     union_check = aggregations = None
     if unions is not None and iv.status != "infeasible":
         union_check = unions.check(relations, values, suppressed, sensitive)
         derived = np.zeros(len(values), bool)
         derived[c[point_intervals(values[c], iv.lower, iv.upper, iv.certified)]] = True
-        aggregations = check_aggregations(relations, values, suppressed, unions,
-                                          derived=derived, deadline=start + time_limit)
+        aggregations = check_aggregations(
+            relations, values, suppressed, unions, derived=derived, deadline=start + time_limit
+        )
 
     reasons = []
     if iv.status == "infeasible":
-        return PatternAudit(iv, check, None, None, published_sensitive, "infeasible",
-                            (iv.message,))
+        return PatternAudit(iv, check, None, None, published_sensitive, "infeasible", (iv.message,))
     if published_sensitive.size:
         reasons.append(f"{published_sensitive.size} sensitive cell(s) published")
     flagged = check.sensitive & iv.certified & ~check.protected
     if flagged.any():
-        reasons.append(f"{int(flagged.sum())} sensitive cell(s) not protected by their "
-                       "feasibility intervals")
+        reasons.append(
+            f"{int(flagged.sum())} sensitive cell(s) not protected by their feasibility intervals"
+        )
     if aggregations is not None and aggregations.status == "sensitive":
         reasons.append(aggregations.message)
     if reasons:
-        return PatternAudit(iv, check, union_check, aggregations, published_sensitive,
-                            "unsafe", tuple(reasons))
+        return PatternAudit(
+            iv, check, union_check, aggregations, published_sensitive, "unsafe", tuple(reasons)
+        )
     uncertified = check.sensitive & ~iv.certified
     if uncertified.any():
-        reasons.append(f"{int(uncertified.sum())} sensitive cell(s) not certified: "
-                       f"{iv.message}")
+        reasons.append(f"{int(uncertified.sum())} sensitive cell(s) not certified: {iv.message}")
     if aggregations is not None and aggregations.status == "undecided":
         reasons.append(aggregations.message)
     if reasons:
-        return PatternAudit(iv, check, union_check, aggregations, published_sensitive,
-                            "uncertified", tuple(reasons))
+        return PatternAudit(
+            iv, check, union_check, aggregations, published_sensitive, "uncertified", tuple(reasons)
+        )
     if aggregations is None:
-        reasons.append("aggregations of suppressed cells not checked: no contributions, "
-                       "summaries or union rule were given, so only the feasibility "
-                       "intervals were checked")
+        reasons.append(
+            "aggregations of suppressed cells not checked: no contributions, "
+            "summaries or union rule were given, so only the feasibility "
+            "intervals were checked"
+        )
     elif aggregations.status == "not_applicable":
-        reasons.append(f"aggregations including {aggregations.undecided.size} suppressed "
-                       "cell(s) without contributions or summary were not checked")
-    return PatternAudit(iv, check, union_check, aggregations, published_sensitive, "safe",
-                        tuple(reasons))
+        reasons.append(
+            f"aggregations including {aggregations.undecided.size} suppressed "
+            "cell(s) without contributions or summary were not checked"
+        )
+    return PatternAudit(
+        iv, check, union_check, aggregations, published_sensitive, "safe", tuple(reasons)
+    )

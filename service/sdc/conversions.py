@@ -137,47 +137,113 @@ def _equivalents(kind: str, params: dict, negative_factor: float | None) -> list
     if kind == "dominance":
         n, k = params["n"], params["k"]
         if negative_factor is not None:
-            return [Equivalent("dominance", {"n": n, "k": k_relaxed(k, negative_factor)}, neg,
-                               "seed 000 Negative contributions; seed 004 strategy 1")]
+            return [
+                Equivalent(
+                    "dominance",
+                    {"n": n, "k": k_relaxed(k, negative_factor)},
+                    neg,
+                    "seed 000 Negative contributions; seed 004 strategy 1",
+                )
+            ]
         if n == 2:
-            out.append(Equivalent("p_percent", {"p": p_from_2k(k)}, "less_protective",
-                                  "seed 000 How to obtain the p parameter (proof A)"))
-            out.append(Equivalent("p_percent", {"p": p_covering_2k(k)}, "more_protective",
-                                  "seed 003 D"))
+            out.append(
+                Equivalent(
+                    "p_percent",
+                    {"p": p_from_2k(k)},
+                    "less_protective",
+                    "seed 000 How to obtain the p parameter (proof A)",
+                )
+            )
+            out.append(
+                Equivalent("p_percent", {"p": p_covering_2k(k)}, "more_protective", "seed 003 D")
+            )
         elif n == 1:
-            if k < 50.0:   # no p%-rule less protective than (1,k) for k >= 50 (p <= 0)
-                out.append(Equivalent("p_percent", {"p": p_from_1k(k)}, "less_protective",
-                                      "seed 003 D"))
-            out.append(Equivalent("p_percent", {"p": p_covering_1k(k)}, "more_protective",
-                                  "seed 003 D"))
+            if k < 50.0:  # no p%-rule less protective than (1,k) for k >= 50 (p <= 0)
+                out.append(
+                    Equivalent("p_percent", {"p": p_from_1k(k)}, "less_protective", "seed 003 D")
+                )
+            out.append(
+                Equivalent("p_percent", {"p": p_covering_1k(k)}, "more_protective", "seed 003 D")
+            )
     elif kind == "p_percent":
         p, c = params["p"], _coalition(params)
         if negative_factor is not None:
-            return [Equivalent("p_percent", {"p": p_relaxed(p, negative_factor), **c}, neg,
-                               "seed 000 Negative contributions; seed 004 strategy 1")]
-        out.append(Equivalent("pq", {"p": p, "q": 100.0, **c}, "equivalent",
-                              "seed 002 section 2; seed 000 The (p,q)-rule"))
+            return [
+                Equivalent(
+                    "p_percent",
+                    {"p": p_relaxed(p, negative_factor), **c},
+                    neg,
+                    "seed 000 Negative contributions; seed 004 strategy 1",
+                )
+            ]
+        out.append(
+            Equivalent(
+                "pq",
+                {"p": p, "q": 100.0, **c},
+                "equivalent",
+                "seed 002 section 2; seed 000 The (p,q)-rule",
+            )
+        )
         if c:
-            return out   # the dominance relations below are the seeds' for one intruder
-        out.append(Equivalent("dominance", {"n": 2, "k": k2_from_p_seed000(p)},
-                              "more_protective", "seed 000 p%-rule and dominance-rule (proof A)"))
-        out.append(Equivalent("dominance", {"n": 1, "k": k1_from_p(p / 100.0)},
-                              "less_protective", "seed 003 B.1.d Table 1"))
-        out.append(Equivalent("dominance", {"n": 2, "k": k2_from_p(p / 100.0)},
-                              "less_protective", "seed 003 B.1.d Table 1"))
+            return out  # the dominance relations below are the seeds' for one intruder
+        out.append(
+            Equivalent(
+                "dominance",
+                {"n": 2, "k": k2_from_p_seed000(p)},
+                "more_protective",
+                "seed 000 p%-rule and dominance-rule (proof A)",
+            )
+        )
+        out.append(
+            Equivalent(
+                "dominance",
+                {"n": 1, "k": k1_from_p(p / 100.0)},
+                "less_protective",
+                "seed 003 B.1.d Table 1",
+            )
+        )
+        out.append(
+            Equivalent(
+                "dominance",
+                {"n": 2, "k": k2_from_p(p / 100.0)},
+                "less_protective",
+                "seed 003 B.1.d Table 1",
+            )
+        )
     elif kind == "pq":
         p, q, c = params["p"], params["q"], _coalition(params)
         if negative_factor is not None:
-            return [Equivalent("pq", {"p": p, "q": q * negative_factor, **c}, neg,
-                               "seed 004 strategy 1")]
-        out.append(Equivalent("p_percent", {"p": p_star(p, q), **c}, "equivalent",
-                              "seed 000 eq-p-star; seed 004 eq. (1)"))
+            return [
+                Equivalent(
+                    "pq", {"p": p, "q": q * negative_factor, **c}, neg, "seed 004 strategy 1"
+                )
+            ]
+        out.append(
+            Equivalent(
+                "p_percent",
+                {"p": p_star(p, q), **c},
+                "equivalent",
+                "seed 000 eq-p-star; seed 004 eq. (1)",
+            )
+        )
         if c:
             return out
-        out.append(Equivalent("dominance", {"n": 1, "k": k1_from_p(p / q)},
-                              "less_protective", "seed 003 B.1.d Table 1 (q/p)"))
-        out.append(Equivalent("dominance", {"n": 2, "k": k2_from_p(p / q)},
-                              "less_protective", "seed 003 B.1.d Table 1 (q/p)"))
+        out.append(
+            Equivalent(
+                "dominance",
+                {"n": 1, "k": k1_from_p(p / q)},
+                "less_protective",
+                "seed 003 B.1.d Table 1 (q/p)",
+            )
+        )
+        out.append(
+            Equivalent(
+                "dominance",
+                {"n": 2, "k": k2_from_p(p / q)},
+                "less_protective",
+                "seed 003 B.1.d Table 1 (q/p)",
+            )
+        )
     else:
         raise ValueError(f"no conversions for rule type {kind!r}")
     return out
@@ -198,4 +264,4 @@ def _valid(e: Equivalent) -> bool:
     """Only rules the API accepts: 0 < p, k < 100 and p < q <= 10000."""
     value = e.params.get("p", e.params.get("k"))
     q = e.params.get("q", 100.0)
-    return 0.0 < value < 100.0 and value < q <= 10_000.0
+    return value is not None and 0.0 < value < 100.0 and value < q <= 10_000.0

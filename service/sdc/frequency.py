@@ -105,9 +105,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .errors import InputError
 from .table import Hierarchy, Table
@@ -139,13 +140,15 @@ def _counts(counts, *, min_ndim: int) -> np.ndarray:
     try:
         a = np.asarray(counts)
     except (ValueError, TypeError) as exc:
-        raise InputError(f"counts must be a rectangular array of numbers ({exc})",
-                         field="counts") from None
+        raise InputError(
+            f"counts must be a rectangular array of numbers ({exc})", field="counts"
+        ) from None
     if a.dtype == bool or a.dtype.kind not in "iuf":
         raise InputError("counts must be numbers", field="counts")
     if a.ndim < min_ndim:
-        raise InputError(f"counts must have at least {min_ndim} dimensions, got {a.ndim}",
-                         field="counts")
+        raise InputError(
+            f"counts must have at least {min_ndim} dimensions, got {a.ndim}", field="counts"
+        )
     flat = a.reshape(-1)
     if a.dtype.kind == "f":
         bad = ~np.isfinite(flat)
@@ -159,8 +162,7 @@ def _counts(counts, *, min_ndim: int) -> np.ndarray:
         raise InputError("count must be >= 0", field="counts", cell=_first(bad))
     bad = flat > _MAX_COUNT
     if bad.any():
-        raise InputError("count is too large (more than 2**53)", field="counts",
-                         cell=_first(bad))
+        raise InputError("count is too large (more than 2**53)", field="counts", cell=_first(bad))
     out = a.astype(np.int64)
     if float(out.sum(dtype=np.float64)) > _MAX_COUNT:
         raise InputError("the counts add up to more than 2**53", field="counts")
@@ -281,8 +283,7 @@ class ExtendedThresholdConfig:
             if not 0 < v <= 100:
                 raise InputError(f"{name} is a percentage and must be in (0, 100]", field=name)
         if self.zero_cells not in ("dominant", "informative"):
-            raise InputError("zero_cells must be 'dominant' or 'informative'",
-                             field="zero_cells")
+            raise InputError("zero_cells must be 'dominant' or 'informative'", field="zero_cells")
 
     @property
     def rules(self) -> tuple[str, ...]:
@@ -291,7 +292,7 @@ class ExtendedThresholdConfig:
         return tuple(name for name, o in zip(RULE_NAMES, on) if o)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class KeyHierarchy:
     """Code hierarchy over the leaf positions of one key axis (seed 001, "Hierarchical
     variables").
@@ -313,33 +314,49 @@ class KeyHierarchy:
         codes.
     """
 
-    parents: tuple
+    parents: tuple[np.ndarray, ...]
 
-    def __post_init__(self):
-        levels = self.parents
+    # An __init__ of its own: it takes any sequence of levels and keeps int64 arrays.
+    def __init__(self, parents: Sequence[ArrayLike] | np.ndarray):
+        levels: Sequence[Any] | np.ndarray = parents
         if isinstance(levels, np.ndarray) and levels.ndim == 1:
             levels = (levels,)
-        elif (isinstance(levels, Sequence) and len(levels) > 0
-              and all(isinstance(p, (int, np.integer)) for p in levels)):
-            levels = (levels,)   # one level given as a flat list of codes
+        elif (
+            isinstance(levels, Sequence)
+            and len(levels) > 0
+            and all(isinstance(p, (int, np.integer)) for p in levels)
+        ):
+            levels = (levels,)  # one level given as a flat list of codes
         if not isinstance(levels, (Sequence, np.ndarray)) or len(levels) == 0:
-            raise InputError("a key hierarchy needs at least one level of parent codes",
-                             field="hierarchies")
-        out = []
+            raise InputError(
+                "a key hierarchy needs at least one level of parent codes", field="hierarchies"
+            )
+        out: list[np.ndarray] = []
         for lvl, p in enumerate(levels):
             try:
                 a = np.asarray(p)
             except (ValueError, TypeError):
                 a = np.asarray([], dtype=object)
-            if (a.ndim != 1 or a.size == 0 or a.dtype == bool or a.dtype.kind not in "iuf"
-                    or not np.all(np.isfinite(a)) or np.any(a != np.floor(a)) or np.any(a < 0)):
-                raise InputError(f"hierarchy level {lvl + 1} must be a non-empty list of "
-                                 "area codes >= 0", field="hierarchies")
+            if (
+                a.ndim != 1
+                or a.size == 0
+                or a.dtype == bool
+                or a.dtype.kind not in "iuf"
+                or not np.all(np.isfinite(a))
+                or np.any(a != np.floor(a))
+                or np.any(a < 0)
+            ):
+                raise InputError(
+                    f"hierarchy level {lvl + 1} must be a non-empty list of area codes >= 0",
+                    field="hierarchies",
+                )
             a = a.astype(np.int64)
             if out and a.size != int(out[-1].max()) + 1:
                 raise InputError(
                     f"hierarchy level {lvl + 1} has {a.size} parent codes but level {lvl} "
-                    f"has {int(out[-1].max()) + 1} areas", field="hierarchies")
+                    f"has {int(out[-1].max()) + 1} areas",
+                    field="hierarchies",
+                )
             out.append(a)
         object.__setattr__(self, "parents", tuple(out))
 
@@ -439,16 +456,19 @@ def _axes(value, ndim: int, name: str) -> tuple[int, ...]:
         if isinstance(ax, (bool, np.bool_)) or not isinstance(ax, (int, np.integer)):
             raise InputError(f"{name} must hold axis numbers (integers), got {ax!r}", field=name)
         if not -ndim <= ax < ndim:
-            raise InputError(f"axis {int(ax)} in {name} is out of range for counts with "
-                             f"{ndim} dimensions", field=name)
+            raise InputError(
+                f"axis {int(ax)} in {name} is out of range for counts with {ndim} dimensions",
+                field=name,
+            )
         axes.append(int(ax) % ndim)
     if len(set(axes)) != len(axes):
         raise InputError(f"{name} names an axis twice", field=name)
     return tuple(axes)
 
 
-def _dominance(c: np.ndarray, marginal: np.ndarray, t_abs: float | None,
-               t_rel: float | None) -> np.ndarray:
+def _dominance(
+    c: np.ndarray, marginal: np.ndarray, t_abs: float | None, t_rel: float | None
+) -> np.ndarray:
     """Rule 1 (``t_abs``) or rule 2 (``t_rel``) of seed 001 on the non-zero cells.
 
     Rule 1a/1b: ``f_yk >= f - t_abs``; rule 2a/2b: ``100 f_yk >= t_rel f`` (seed 001,
@@ -467,8 +487,13 @@ def _spread_to_zeros(flag: np.ndarray, c: np.ndarray, axis) -> np.ndarray:
     return flag | ((c == 0) & flag.any(axis=axis, keepdims=True))
 
 
-def _rules_1_2(c: np.ndarray, target_axis: int, key_axes: tuple[int, ...],
-               cfg: ExtendedThresholdConfig, rules: Sequence[str]) -> dict[str, np.ndarray]:
+def _rules_1_2(
+    c: np.ndarray,
+    target_axis: int,
+    key_axes: tuple[int, ...],
+    cfg: ExtendedThresholdConfig,
+    rules: Sequence[str],
+) -> dict[str, np.ndarray]:
     """Rules 1a, 1b, 2a, 2b (those in ``rules``) for one target axis, other axes fixed.
 
     ``f_k`` sums over ``target_axis``; ``f_y`` over ``key_axes`` (seed 001, "Threshold
@@ -477,11 +502,13 @@ def _rules_1_2(c: np.ndarray, target_axis: int, key_axes: tuple[int, ...],
     out = {}
     f_k = c.sum(axis=target_axis, keepdims=True)
     f_y = c.sum(axis=key_axes, keepdims=True) if ("1b" in rules or "2b" in rules) else None
-    specs = {"1a": (f_k, cfg.t_key_abs, None, target_axis),
-             "2a": (f_k, None, cfg.t_key_rel, target_axis),
-             "1b": (f_y, cfg.t_target_abs, None, key_axes),
-             "2b": (f_y, None, cfg.t_target_rel, key_axes)}
-    for name in ("1a", "1b", "2a", "2b"):   # a loop over the rules, each vectorised over cells
+    specs = {
+        "1a": (f_k, cfg.t_key_abs, None, target_axis),
+        "2a": (f_k, None, cfg.t_key_rel, target_axis),
+        "1b": (f_y, cfg.t_target_abs, None, key_axes),
+        "2b": (f_y, None, cfg.t_target_rel, key_axes),
+    }
+    for name in ("1a", "1b", "2a", "2b"):  # a loop over the rules, each vectorised over cells
         if name not in rules:
             continue
         marginal, t_abs, t_rel, along = specs[name]
@@ -500,9 +527,15 @@ def _aggregate(x: np.ndarray, parent: np.ndarray, n_areas: int, axis: int) -> np
     return np.moveaxis(out, 0, axis)
 
 
-def _hierarchy(c: np.ndarray, target_axis: int, key_axis: int, h: KeyHierarchy,
-               leaf_flags: dict[str, np.ndarray], cfg: ExtendedThresholdConfig,
-               rules: Sequence[str]) -> tuple[list[LevelFlags], dict[str, np.ndarray]]:
+def _hierarchy(
+    c: np.ndarray,
+    target_axis: int,
+    key_axis: int,
+    h: KeyHierarchy,
+    leaf_flags: dict[str, np.ndarray],
+    cfg: ExtendedThresholdConfig,
+    rules: Sequence[str],
+) -> tuple[list[LevelFlags], dict[str, np.ndarray]]:
     """Rules 1a and 2a at every level of ``h`` (seed 001, "Hierarchical variables").
 
     Returns the per-level verdicts and, per rule, the leaf cells they mark (module
@@ -512,22 +545,30 @@ def _hierarchy(c: np.ndarray, target_axis: int, key_axis: int, h: KeyHierarchy,
     inherited = {r: np.zeros(c.shape, bool) for r in rules}
     prev_counts, prev_flags = c, leaf_flags
     area = h.leaf_area(0)
-    for level in range(1, h.depth + 1):   # a loop over the few levels
+    for level in range(1, h.depth + 1):  # a loop over the few levels
         parent, n_areas = h.parents[level - 1], h.n_areas(level)
         agg = _aggregate(prev_counts, parent, n_areas, key_axis)
         found = _rules_1_2(agg, target_axis, (key_axis,), cfg, rules)
         flags, checked = {}, {}
-        area = parent[area]   # each leaf's area one level up (leaf_area, one step at a time)
+        area = parent[area]  # each leaf's area one level up (leaf_area, one step at a time)
         for r in rules:
             # An area is checked only when some cell of it at the level below is unsafe.
-            below = prev_flags[r].any(axis=target_axis, keepdims=True).astype(np.int64)
+            below = np.asarray(prev_flags[r].any(axis=target_axis, keepdims=True), np.int64)
             checked[r] = _aggregate(below, parent, n_areas, key_axis) > 0
             flags[r] = found[r] & checked[r]
             up = np.take(flags[r], area, axis=key_axis)
             up_zero = np.take(agg, area, axis=key_axis) == 0
             inherited[r] |= up & ((c > 0) | up_zero)
-        levels.append(LevelFlags(target_axis=target_axis, key_axis=key_axis, level=level,
-                                 counts=agg, flags=flags, checked=checked))
+        levels.append(
+            LevelFlags(
+                target_axis=target_axis,
+                key_axis=key_axis,
+                level=level,
+                counts=agg,
+                flags=flags,
+                checked=checked,
+            )
+        )
         prev_counts, prev_flags = agg, flags
     return levels, inherited
 
@@ -589,8 +630,9 @@ def extended_threshold_rules(
     targets = _axes(target_axes, c.ndim, "target_axes")
     both = sorted(set(keys) & set(targets))
     if both:
-        raise InputError(f"axis {both[0]} is named both as key and as target axis",
-                         field="target_axes")
+        raise InputError(
+            f"axis {both[0]} is named both as key and as target axis", field="target_axes"
+        )
     hier = _hierarchies(hierarchies, c, keys)
 
     rules = cfg.rules
@@ -600,7 +642,7 @@ def extended_threshold_rules(
     inherited = {r: np.zeros(c.shape, bool) for r in up_rules}
     levels: list[LevelFlags] = []
     key_counts, key_flags = {}, {}
-    for j in targets:   # a loop over the target axes (seed 001: "one at a time")
+    for j in targets:  # a loop over the target axes (seed 001: "one at a time")
         found = _rules_1_2(c, j, keys, cfg, dom_rules)
         for r, f in found.items():
             flags[r] |= f
@@ -611,8 +653,9 @@ def extended_threshold_rules(
                 inherited[r] |= inh[r]
         f_k = c.sum(axis=j)
         key_counts[j] = f_k
-        key_flags[j] = ((f_k > 0) & (f_k < cfg.t_min_key) if cfg.rule_3
-                        else np.zeros(f_k.shape, bool))
+        key_flags[j] = (
+            (f_k > 0) & (f_k < cfg.t_min_key) if cfg.rule_3 else np.zeros(f_k.shape, bool)
+        )
     for r in up_rules:
         flags[r] |= inherited[r]
     f_y = c.sum(axis=keys)
@@ -638,20 +681,27 @@ def _hierarchies(hierarchies, c: np.ndarray, keys: tuple[int, ...]) -> dict[int,
     if hierarchies is None:
         return {}
     if not isinstance(hierarchies, Mapping):
-        raise InputError("hierarchies must map key axis numbers to hierarchies",
-                         field="hierarchies")
+        raise InputError(
+            "hierarchies must map key axis numbers to hierarchies", field="hierarchies"
+        )
     out = {}
-    for axis, h in hierarchies.items():   # a loop over the few hierarchical axes
+    for axis, h in hierarchies.items():  # a loop over the few hierarchical axes
         (a,) = _axes(axis, c.ndim, "hierarchies")
         if a not in keys:
-            raise InputError(f"axis {a} has a hierarchy but is not a key axis (only key "
-                             "hierarchies are supported)", field="hierarchies")
+            raise InputError(
+                f"axis {a} has a hierarchy but is not a key axis (only key "
+                "hierarchies are supported)",
+                field="hierarchies",
+            )
         if a in out:
             raise InputError(f"axis {a} has two hierarchies", field="hierarchies")
         h = h if isinstance(h, KeyHierarchy) else KeyHierarchy(h)
         if h.n_leaves != c.shape[a]:
-            raise InputError(f"the hierarchy of axis {a} covers {h.n_leaves} leaf positions "
-                             f"but the axis has {c.shape[a]}", field="hierarchies")
+            raise InputError(
+                f"the hierarchy of axis {a} covers {h.n_leaves} leaf positions "
+                f"but the axis has {c.shape[a]}",
+                field="hierarchies",
+            )
         out[a] = h
     return out
 
@@ -660,33 +710,43 @@ def _key_levels(h: Hierarchy) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """A structured key dimension as :class:`KeyHierarchy` levels: per level above the
     leaves (the total excluded), each code's parent number at the next level, and the
     level's code positions in ``h`` (pre-order). Needs every leaf at one depth."""
-    depth = h.depth   # linear: climbing level by level is quadratic on a deep chain
+    depth = h.depth  # linear: climbing level by level is quadratic on a deep chain
     leaf_depth = np.unique(depth[h.is_leaf])
     if leaf_depth.size != 1:
-        raise InputError(f"the extended rules need the leaves of key dimension {h.name!r} "
-                         "all at one depth (areas at every level)", field="counts.keys")
+        raise InputError(
+            f"the extended rules need the leaves of key dimension {h.name!r} "
+            "all at one depth (areas at every level)",
+            field="counts.keys",
+        )
     if leaf_depth[0] - 1 > MAX_KEY_LEVELS:
-        raise InputError(f"the extended rules allow at most {MAX_KEY_LEVELS} levels of areas "
-                         f"between the leaves and the total of key dimension {h.name!r}, "
-                         f"which has {int(leaf_depth[0]) - 1}", field="counts.keys")
+        raise InputError(
+            f"the extended rules allow at most {MAX_KEY_LEVELS} levels of areas "
+            f"between the leaves and the total of key dimension {h.name!r}, "
+            f"which has {int(leaf_depth[0]) - 1}",
+            field="counts.keys",
+        )
     # Each code numbered within its depth, once: each level then costs its own codes only.
     order, start = h.by_depth
     number = np.empty(h.n_codes, dtype=np.int64)
     number[order] = np.arange(h.n_codes) - start[depth[order]]
     parents, positions = [], []
     below = np.flatnonzero(h.is_leaf)
-    for level in range(1, int(leaf_depth[0])):   # a loop over the levels
+    for level in range(1, int(leaf_depth[0])):  # a loop over the levels
         d = int(leaf_depth[0]) - level
-        here = order[start[d]:start[d + 1]]
+        here = order[start[d] : start[d + 1]]
         parents.append(number[h.parent[below]])
         positions.append(here)
         below = here
     return parents, positions
 
 
-def extended_threshold_rules_on_table(table: Table, counts, key_axes: Sequence[int],
-                                      target_axes: Sequence[int],
-                                      config: ExtendedThresholdConfig) -> np.ndarray:
+def extended_threshold_rules_on_table(
+    table: Table,
+    counts,
+    key_axes: Sequence[int],
+    target_axes: Sequence[int],
+    config: ExtendedThresholdConfig,
+) -> np.ndarray:
     """Seed 001's extended threshold rules on every published cell of a structured table.
 
     Parameters
@@ -726,16 +786,19 @@ def extended_threshold_rules_on_table(table: Table, counts, key_axes: Sequence[i
     """
     dims = table.dimensions
     grid = np.asarray(counts).reshape(table.shape)
-    pos = [np.flatnonzero(h.is_leaf) if a in key_axes or a in target_axes
-           else np.arange(h.n_codes) for a, h in enumerate(dims)]
+    pos = [
+        np.flatnonzero(h.is_leaf) if a in key_axes or a in target_axes else np.arange(h.n_codes)
+        for a, h in enumerate(dims)
+    ]
     hierarchies, areas = {}, {}
-    for a in key_axes:   # a loop over the few key dimensions
+    for a in key_axes:  # a loop over the few key dimensions
         parents, areas[a] = _key_levels(dims[a])
         if parents:
             hierarchies[a] = KeyHierarchy(parents)
-    result = extended_threshold_rules(grid[np.ix_(*pos)], key_axes, target_axes, config,
-                                      hierarchies)
-    total = np.zeros(1, dtype=np.int64)   # the root comes first in every dimension
+    result = extended_threshold_rules(
+        grid[np.ix_(*pos)], key_axes, target_axes, config, hierarchies
+    )
+    total = np.zeros(1, dtype=np.int64)  # the root comes first in every dimension
 
     def at(replace: dict[int, np.ndarray]):
         return np.ix_(*[replace.get(a, p) for a, p in enumerate(pos)])
@@ -744,8 +807,9 @@ def extended_threshold_rules_on_table(table: Table, counts, key_axes: Sequence[i
     out[at({})] = result.unsafe
     for j, flags in result.key_marginal_flags.items():
         out[at({j: total})] |= np.expand_dims(flags, j)
-    out[at({a: total for a in key_axes})] |= np.expand_dims(result.target_marginal_flags,
-                                                            tuple(key_axes))
+    out[at({a: total for a in key_axes})] |= np.expand_dims(
+        result.target_marginal_flags, tuple(key_axes)
+    )
     for lv in result.levels:
         flags = np.logical_or.reduce([np.zeros(lv.counts.shape, bool), *lv.flags.values()])
         out[at({lv.key_axis: areas[lv.key_axis][lv.level - 1]})] |= flags

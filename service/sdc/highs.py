@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import enum
 import time
+from typing import Any, TypedDict
 
 import highspy
 import numpy as np
@@ -24,15 +25,25 @@ import scipy.sparse as sp
 #: read off a solution.
 FEASIBILITY_RTOL = 1e-7
 
+
+class _WarmPrimal(TypedDict):
+    """The HiGHS options of :data:`WARM_PRIMAL`, typed so that ``**WARM_PRIMAL`` can only
+    fill :func:`model`'s ``**options``."""
+
+    presolve: str
+    solver: str
+    simplex_strategy: int
+
+
 #: Options for a model solved many times with only costs (or column bounds) changing
 #: between runs. Simplex without presolve reports infeasible and unbounded apart (presolve
 #: may answer "unbounded or infeasible"); when only costs change, the last optimal basis
 #: stays primal feasible, so primal simplex goes on from it where dual simplex would first
 #: have to repair dual feasibility (about 15x slower on the interval LPs).
-WARM_PRIMAL = {"presolve": "off", "solver": "simplex", "simplex_strategy": 4}
+WARM_PRIMAL: _WarmPrimal = {"presolve": "off", "solver": "simplex", "simplex_strategy": 4}
 
 
-class Outcome(str, enum.Enum):
+class Outcome(enum.StrEnum):
     """How one solve ended, as the service reads it."""
 
     OPTIMAL = "optimal"
@@ -51,8 +62,18 @@ _OUTCOMES = {
 }
 
 
-def model(cost, col_lower, col_upper, a, row_lower, row_upper, *, maximize: bool = False,
-          integer=None, **options) -> highspy.Highs:
+def model(
+    cost,
+    col_lower,
+    col_upper,
+    a,
+    row_lower,
+    row_upper,
+    *,
+    maximize: bool = False,
+    integer=None,
+    **options: Any,
+) -> highspy.Highs:
     """A silent ``highspy.Highs`` holding ``min/max cost x`` s.t. ``row_lower <= a x <=
     row_upper``, ``col_lower <= x <= col_upper``, ``x_j`` integer where ``integer``.
 
@@ -74,8 +95,10 @@ def model(cost, col_lower, col_upper, a, row_lower, row_upper, *, maximize: bool
     if maximize:
         lp.sense_ = highspy.ObjSense.kMaximize
     if integer is not None:
-        lp.integrality_ = [highspy.HighsVarType.kInteger if v else
-                           highspy.HighsVarType.kContinuous for v in np.asarray(integer, bool)]
+        lp.integrality_ = [
+            highspy.HighsVarType.kInteger if v else highspy.HighsVarType.kContinuous
+            for v in np.asarray(integer, bool)
+        ]
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
     for name, value in options.items():

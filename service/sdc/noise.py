@@ -63,15 +63,21 @@ def _ids(ids, name: str) -> list[str]:
     if isinstance(ids, (str, bytes)) or not isinstance(ids, (Sequence, np.ndarray)):
         raise InputError(f"{name} must be a list of ids", field=name)
     if isinstance(ids, list) and set(map(type, ids)) <= {str}:
-        return ids   # the API's case: already text
+        return ids  # the API's case: already text
     a = np.asarray(ids, dtype=object)
     if a.ndim != 1:
         raise InputError(f"{name} must be a flat list of ids", field=name)
-    ok = np.fromiter((isinstance(x, (str, int, np.integer)) and not isinstance(x, bool)
-                      for x in a), dtype=bool, count=a.size)
+    ok = np.fromiter(
+        (isinstance(x, (str, int, np.integer)) and not isinstance(x, bool) for x in a),
+        dtype=bool,
+        count=a.size,
+    )
     if not ok.all():
-        raise InputError(f"an id in {name} is neither a string nor an integer", field=name,
-                         cell=int(np.flatnonzero(~ok)[0]))
+        raise InputError(
+            f"an id in {name} is neither a string nor an integer",
+            field=name,
+            cell=int(np.flatnonzero(~ok)[0]),
+        )
     return [str(x) for x in a.tolist()]
 
 
@@ -103,16 +109,20 @@ def _uniform(key: bytes, person: bytes, rid: str) -> float:
 
 def _uniforms(secret: bytes, person: bytes, ids: list[str]) -> np.ndarray:
     """:func:`_uniform` of each id."""
-    return np.fromiter(map(functools.partial(_uniform, prf_key(secret), person), ids),
-                       np.float64, len(ids))
+    return np.fromiter(
+        map(functools.partial(_uniform, prf_key(secret), person), ids), np.float64, len(ids)
+    )
 
 
 def _check_params(secret, d, jitter) -> tuple[bytes, float, float]:
     if not isinstance(secret, (bytes, bytearray)) or len(secret) == 0:
         raise InputError("secret must be non-empty bytes", field="secret")
     for name, v in (("d", d), ("jitter", jitter)):
-        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) \
-                or not np.isfinite(v):
+        if (
+            isinstance(v, bool)
+            or not isinstance(v, (int, float, np.integer, np.floating))
+            or not np.isfinite(v)
+        ):
             raise InputError(f"{name} must be a finite number", field=name)
     d, jitter = float(d), float(jitter)
     if not 0 < d < 0.5:
@@ -146,8 +156,9 @@ def directions(enterprise_ids, secret: bytes) -> np.ndarray:
     return np.where(u < 0.5, 1.0, -1.0)[inverse]
 
 
-def multipliers(enterprise_ids, establishment_ids, secret: bytes, d: float,
-                jitter: float) -> np.ndarray:
+def multipliers(
+    enterprise_ids, establishment_ids, secret: bytes, d: float, jitter: float
+) -> np.ndarray:
     """Noise multiplier of each establishment (seed 003 B.4).
 
     ``m = 1 + s (d + jitter (2 u - 1))`` with ``s`` the enterprise's direction
@@ -184,8 +195,9 @@ def multipliers(enterprise_ids, establishment_ids, secret: bytes, d: float,
     ent = _ids(enterprise_ids, "enterprise_ids")
     est = _ids(establishment_ids, "establishment_ids")
     if len(ent) != len(est):
-        raise InputError(f"{len(est)} establishment ids for {len(ent)} enterprise ids",
-                         field="establishment_ids")
+        raise InputError(
+            f"{len(est)} establishment ids for {len(ent)} enterprise ids", field="establishment_ids"
+        )
     secret, d, jitter = _check_params(secret, d, jitter)
     est_uniq, est_inv = factorize(est)
     ent_uniq, ent_inv = factorize(ent)
@@ -196,8 +208,9 @@ def multipliers(enterprise_ids, establishment_ids, secret: bytes, d: float,
     clash = ent_inv != ent_inv[first_row[est_inv]]
     if clash.any():
         row = int(np.flatnonzero(clash)[0])
-        raise InputError("an establishment is listed under two enterprises",
-                         field="enterprise_ids", cell=row)
+        raise InputError(
+            "an establishment is listed under two enterprises", field="enterprise_ids", cell=row
+        )
     s = np.where(_uniforms(secret, _DIRECTION, ent_uniq) < 0.5, 1.0, -1.0)[ent_inv]
     u = _uniforms(secret, _JITTER, est_uniq)[est_inv]
     return 1.0 + s * (d + jitter * (2.0 * u - 1.0))
@@ -236,15 +249,16 @@ def apply_noise(values, multipliers) -> np.ndarray:
         a = a.astype(np.float64)
         bad = ~np.isfinite(a.reshape(-1))
         if bad.any():
-            raise InputError(f"{name} must be finite", field=name,
-                             cell=int(np.flatnonzero(bad)[0]))
+            raise InputError(f"{name} must be finite", field=name, cell=int(np.flatnonzero(bad)[0]))
         arrays.append(a)
     v, m = arrays
     if v.shape != m.shape:
-        raise InputError(f"values have shape {v.shape} but multipliers {m.shape}",
-                         field="multipliers")
+        raise InputError(
+            f"values have shape {v.shape} but multipliers {m.shape}", field="multipliers"
+        )
     bad = m.reshape(-1) <= 0
     if bad.any():
-        raise InputError("multiplier must be > 0", field="multipliers",
-                         cell=int(np.flatnonzero(bad)[0]))
+        raise InputError(
+            "multiplier must be > 0", field="multipliers", cell=int(np.flatnonzero(bad)[0])
+        )
     return v * m

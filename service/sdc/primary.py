@@ -68,12 +68,14 @@ class RuleSet:
         "relaxed"`` (seed 004 strategy 1), unchanged otherwise."""
         if self.negative.mode != "relaxed":
             return self.rules
-        relaxed = tuple(r.relaxed(self.negative.factor) for r in self.rules)
+        relaxed = tuple(r.relaxed(self.negative.relaxation) for r in self.rules)
         for rule in relaxed:
             params = [getattr(rule, name) for name in ("p", "k") if hasattr(rule, name)]
             if any(not 0.0 < v < 100.0 for v in params):
-                raise InputError("the relaxation factor takes a rule parameter outside (0, 100)",
-                                 field="rules.negative_values.factor")
+                raise InputError(
+                    "the relaxation factor takes a rule parameter outside (0, 100)",
+                    field="rules.negative_values.factor",
+                )
         return relaxed
 
 
@@ -132,7 +134,7 @@ def assess(m: Magnitudes, ruleset: RuleSet) -> Assessment:
     s = np.empty((n_rules, n_cells))
     fired = np.zeros((n_rules, n_cells), bool)
     level = np.zeros((n_rules, n_cells))
-    for i, rule in enumerate(rules):   # a loop over the few rules; each is vectorised over cells
+    for i, rule in enumerate(rules):  # a loop over the few rules; each is vectorised over cells
         applies = ~empty & (m.protectable if rule.concentration else True)
         si = rule.sensitivity(m)
         s[i] = np.where(applies, si, np.nan)

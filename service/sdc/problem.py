@@ -63,26 +63,41 @@ class TableProblem:
     tolerance: float = 0.0
 
     @classmethod
-    def of(cls, structure, values, sensitive=None, upper_protection=0.0,
-           lower_protection=0.0, lower_bounds=0.0, upper_bounds=np.inf, *,
-           unions: UnionSource | None = None, tolerance: float = 0.0) -> TableProblem:
+    def of(
+        cls,
+        structure,
+        values,
+        sensitive=None,
+        upper_protection=0.0,
+        lower_protection=0.0,
+        lower_bounds=0.0,
+        upper_bounds=np.inf,
+        *,
+        unions: UnionSource | None = None,
+        tolerance: float = 0.0,
+    ) -> TableProblem:
         """A problem from arrays or scalars (broadcast to every cell), checked."""
         n = relations_of(structure).shape[1]
         x = np.asarray(values, dtype=float)
         if x.shape != (n,):
-            raise InputError(f"values must have one entry per cell ({n}), got shape {x.shape}",
-                             field="values")
+            raise InputError(
+                f"values must have one entry per cell ({n}), got shape {x.shape}", field="values"
+            )
         sens = np.zeros(n, bool) if sensitive is None else np.asarray(sensitive, bool)
         if sens.shape != (n,):
-            raise InputError(f"sensitive must be a boolean mask with one entry per cell ({n})",
-                             field="sensitive")
+            raise InputError(
+                f"sensitive must be a boolean mask with one entry per cell ({n})", field="sensitive"
+            )
         upl = np.where(sens, vector(upper_protection, n, "upper_protection"), 0.0)
         lpl = np.where(sens, vector(lower_protection, n, "lower_protection"), 0.0)
         for name, level in (("upper_protection", upl), ("lower_protection", lpl)):
             bad = ~(level >= 0)
             if bad.any():
-                raise InputError("protection levels must be numbers >= 0", field=name,
-                                 cell=int(np.flatnonzero(bad)[0]))
+                raise InputError(
+                    "protection levels must be numbers >= 0",
+                    field=name,
+                    cell=int(np.flatnonzero(bad)[0]),
+                )
         lb, ub = bounds(lower_bounds, upper_bounds, n)
         if not (np.isfinite(tolerance) and tolerance >= 0):
             raise InputError("tolerance must be a finite number >= 0", field="tolerance")
@@ -118,8 +133,9 @@ def vector(v, n: int, name: str) -> np.ndarray:
     try:
         return np.broadcast_to(np.asarray(v, dtype=float), (n,)).copy()
     except ValueError:
-        raise InputError(f"{name} must be a number or have one entry per cell ({n})",
-                         field=name) from None
+        raise InputError(
+            f"{name} must be a number or have one entry per cell ({n})", field=name
+        ) from None
 
 
 def bounds(lower_bounds, upper_bounds, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -136,6 +152,9 @@ def bounds(lower_bounds, upper_bounds, n: int) -> tuple[np.ndarray, np.ndarray]:
     if empty.any():
         cell = int(np.flatnonzero(empty)[0])
         # No numbers in messages: bounds can be confidential.
-        raise InputError(f"bounds of cell {cell} are empty (lower above upper, or infinite)",
-                         field="lower_bounds", cell=cell)
+        raise InputError(
+            f"bounds of cell {cell} are empty (lower above upper, or infinite)",
+            field="lower_bounds",
+            cell=cell,
+        )
     return lb, ub

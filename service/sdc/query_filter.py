@@ -118,29 +118,46 @@ def check_query(query: Query, rules: QueryRules) -> Refusal | None:
     fails: the filter cannot show the query is safe, so it does not pass it.
     """
     if rules.max_dimensions is not None and len(query.variables) > rules.max_dimensions:
-        return Refusal("too_many_variables", "the query crosses too many variables; ask for "
-                       "fewer variables", "query")
+        return Refusal(
+            "too_many_variables",
+            "the query crosses too many variables; ask for fewer variables",
+            "query",
+        )
     used = set(query.variables)
     for combination in rules.forbidden_combinations:
         if combination <= used:
             names = ", ".join(sorted(combination))
-            return Refusal("forbidden_combination", f"the variables {names} may not be "
-                           "combined in one query; drop one of them", "query")
+            return Refusal(
+                "forbidden_combination",
+                f"the variables {names} may not be combined in one query; drop one of them",
+                "query",
+            )
     if rules.min_population is not None and (
-            query.population is None or query.population < rules.min_population):
-        return Refusal("population_too_small", "the population of the query is too small; "
-                       "choose a larger population or area", "query")
+        query.population is None or query.population < rules.min_population
+    ):
+        return Refusal(
+            "population_too_small",
+            "the population of the query is too small; choose a larger population or area",
+            "query",
+        )
     for variable in sorted(used & set(rules.min_area_population)):
         smallest = query.area_population.get(variable)
         if smallest is None or smallest < rules.min_area_population[variable]:
-            return Refusal("area_too_small", f"the areas of {variable} are too small; ask "
-                           f"for a coarser level of {variable}", "query")
+            return Refusal(
+                "area_too_small",
+                f"the areas of {variable} are too small; ask for a coarser level of {variable}",
+                "query",
+            )
     return None
 
 
-SENSITIVE_CELLS = Refusal("sensitive_cells", "the table would disclose information about "
-                          "individual respondents; ask for less detail (fewer variables or "
-                          "coarser categories)", "statistical")
+SENSITIVE_CELLS = Refusal(
+    "sensitive_cells",
+    "the table would disclose information about "
+    "individual respondents; ask for less detail (fewer variables or "
+    "coarser categories)",
+    "statistical",
+)
 
 
 @dataclass(frozen=True)
@@ -182,9 +199,16 @@ class NoisyCells:
     weighted_count: np.ndarray
 
 
-def add_noise(n_cells: int, cell: np.ndarray, value: np.ndarray, weight: np.ndarray | None,
-              enterprise: Sequence, establishment: Sequence, secret: bytes,
-              rules: NoiseRules) -> NoisyCells:
+def add_noise(
+    n_cells: int,
+    cell: np.ndarray,
+    value: np.ndarray,
+    weight: np.ndarray | None,
+    enterprise: Sequence,
+    establishment: Sequence,
+    secret: bytes,
+    rules: NoiseRules,
+) -> NoisyCells:
     """Tabulate the answer's microdata with and without the noise of seed 003 B.4.
 
     The multiplier of each establishment comes from :func:`service.sdc.noise.multipliers`
@@ -239,8 +263,9 @@ def noise_criteria(cells: NoisyCells, m: Magnitudes, rules: NoiseRules) -> dict[
     }
 
 
-def decide(suppressed: np.ndarray, policy: Literal["refuse", "noise"]) -> tuple[Decision,
-                                                                               Refusal | None]:
+def decide(
+    suppressed: np.ndarray, policy: Literal["refuse", "noise"]
+) -> tuple[Decision, Refusal | None]:
     """The table's decision from the cells the statistical filter stops.
 
     Under ``"refuse"`` any stopped cell refuses the table (AQS); under ``"noise"`` the

@@ -173,7 +173,7 @@ class Dominance(_TieAware):
         return top - self.k / (100.0 - self.k) * (m.total - top)
 
     def tie_scale(self, m: Magnitudes) -> np.ndarray:
-        top = np.abs(m.largest[:, :self.n]).sum(axis=1)
+        top = np.abs(m.largest[:, : self.n]).sum(axis=1)
         return top + self.k / (100.0 - self.k) * (np.abs(m.total) + top)
 
     def upper_protection(self, m: Magnitudes, frequency_range: float = 0.0) -> np.ndarray:
@@ -191,7 +191,7 @@ def _coalition_remainder(m: Magnitudes, c: int) -> np.ndarray:
 
 def _coalition_scale(m: Magnitudes, c: int, weight: float) -> np.ndarray:
     """Tie scale of ``S = x_1 - weight (X - x_1 - ... - x_{c+1})`` (module docstring)."""
-    subtracted = np.abs(m.largest[:, :c + 1]).sum(axis=1)
+    subtracted = np.abs(m.largest[:, : c + 1]).sum(axis=1)
     return np.abs(m.target) + weight * (np.abs(m.total) + subtracted)
 
 
@@ -269,7 +269,8 @@ class PriorPosterior(_TieAware):
         return self._tie_level(m, self.p / self.q * m.target - self._remainder(m))
 
     def relaxed(self, f: float) -> PriorPosterior:
-        """Seed 004 strategy 1: the a-priori bound becomes ``q f``, so ``p/q`` becomes ``p/(q f)``."""
+        """Seed 004 strategy 1: the a-priori bound becomes ``q f``, so ``p/q`` becomes
+        ``p/(q f)``."""
         return PriorPosterior(self.p, self.q * f, self.c)
 
 
@@ -309,5 +310,6 @@ class RequestRule(_TieAware):
 Rule = MinimumFrequency | Dominance | PPercent | PriorPosterior | RequestRule
 
 #: The rules by the name the API accepts in a rule's ``type``.
-RULES: dict[str, type] = {cls.kind: cls for cls in
-                          (MinimumFrequency, Dominance, PPercent, PriorPosterior, RequestRule)}
+RULES: dict[str, type] = {
+    cls.kind: cls for cls in (MinimumFrequency, Dominance, PPercent, PriorPosterior, RequestRule)
+}

@@ -66,8 +66,14 @@ class StructureError(InputError):
         names the very cell the message is about without looking each one up again.
     """
 
-    def __init__(self, message: str, *, dimension: str | None = None, code: str | None = None,
-                 index: int | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        dimension: str | None = None,
+        code: str | None = None,
+        index: int | None = None,
+    ):
         super().__init__(message)
         self.dimension = dimension
         self.code = code
@@ -113,7 +119,9 @@ class Hierarchy:
                 if code is not None and not isinstance(code, str):
                     raise StructureError(
                         f"dimension {name!r}: code {code!r} is not a string",
-                        dimension=name, code=str(code))
+                        dimension=name,
+                        code=str(code),
+                    )
         root = self._find_root(name, parent_of)
         parent_of.setdefault(root, None)
 
@@ -137,19 +145,28 @@ class Hierarchy:
             seen: dict[str, int] = {}
             while code not in seen:
                 seen[code] = len(seen)
-                code = parent_of[code]
-            cycle = list(seen)[seen[code]:]
-            path = (" -> ".join(map(repr, cycle + [code])) if len(cycle) <= NAMED_CODES
-                    else some(cycle, " -> "))
+                parent = parent_of[code]
+                assert parent is not None  # only the root has none, and it was reached
+                code = parent
+            cycle = list(seen)[seen[code] :]
+            path = (
+                " -> ".join(map(repr, cycle + [code]))
+                if len(cycle) <= NAMED_CODES
+                else some(cycle, " -> ")
+            )
             raise StructureError(
                 f"dimension {name!r}: codes {path} form a cycle, so {cycle[0]!r} does not "
-                f"roll up to the total {root!r}", dimension=name, code=cycle[0])
+                f"roll up to the total {root!r}",
+                dimension=name,
+                code=cycle[0],
+            )
 
         self.codes: tuple[str, ...] = tuple(order)
         position = {code: i for i, code in enumerate(order)}
         self._position = position
-        self.parent = np.array([position[parent_of[c]] if parent_of[c] is not None else -1
-                                for c in order], dtype=np.int64)
+        self.parent = np.array(
+            [-1 if (p := parent_of[c]) is None else position[p] for c in order], dtype=np.int64
+        )
         n_children = np.bincount(self.parent[1:], minlength=len(order))
         self.is_leaf = n_children == 0
         # Children of every code in CSR form; pre-order keeps each code's children in order.
@@ -172,13 +189,18 @@ class Hierarchy:
         if len(explicit) > 1:
             raise StructureError(
                 f"dimension {name!r} has several roots ({some(explicit)}); exactly one code "
-                "(the total) may have no parent", dimension=name, code=explicit[1])
+                "(the total) may have no parent",
+                dimension=name,
+                code=explicit[1],
+            )
         if explicit:
             if unknown:
                 parent, child = next(iter(unknown.items()))
                 raise StructureError(
                     f"dimension {name!r}: code {child!r} has unknown parent {parent!r}",
-                    dimension=name, code=child)
+                    dimension=name,
+                    code=child,
+                )
             return explicit[0]
         if len(unknown) == 1:
             return next(iter(unknown))
@@ -186,12 +208,18 @@ class Hierarchy:
             code = next(iter(parent_of))
             raise StructureError(
                 f"dimension {name!r} has no root: every code, e.g. {code!r}, has a parent, "
-                "so the codes form a cycle", dimension=name, code=code)
+                "so the codes form a cycle",
+                dimension=name,
+                code=code,
+            )
         parent, child = next(iter(unknown.items()))
         raise StructureError(
             f"dimension {name!r} has several roots: {some(list(unknown))} are parents but "
             f"not codes; exactly one total is allowed, so code {child!r} has an unknown "
-            f"parent {parent!r}", dimension=name, code=child)
+            f"parent {parent!r}",
+            dimension=name,
+            code=child,
+        )
 
     @classmethod
     def from_children(cls, name: str, children: Mapping[str, Iterable[str]]) -> Hierarchy:
@@ -206,10 +234,16 @@ class Hierarchy:
         for parent, kids in children.items():
             for child in kids:
                 if (known := parent_of.get(child)) is not None:
-                    where = (f"twice under {parent!r}" if known == parent
-                             else f"under both {known!r} and {parent!r}")
-                    raise StructureError(f"dimension {name!r}: code {child!r} is listed {where}",
-                                         dimension=name, code=child)
+                    where = (
+                        f"twice under {parent!r}"
+                        if known == parent
+                        else f"under both {known!r} and {parent!r}"
+                    )
+                    raise StructureError(
+                        f"dimension {name!r}: code {child!r} is listed {where}",
+                        dimension=name,
+                        code=child,
+                    )
                 parent_of[child] = parent
         return cls(name, parent_of)
 
@@ -217,13 +251,17 @@ class Hierarchy:
     def flat(cls, name: str, leaves: Sequence[str], total: str = "Total") -> Hierarchy:
         """A one-level hierarchy: ``total`` with ``leaves`` as its children."""
         if total in leaves:
-            raise StructureError(f"dimension {name!r}: the total {total!r} is also a leaf",
-                                 dimension=name, code=total)
+            raise StructureError(
+                f"dimension {name!r}: the total {total!r} is also a leaf",
+                dimension=name,
+                code=total,
+            )
         seen: set[str] = set()
-        for code in leaves:   # one pass with a set: linear in the leaves
+        for code in leaves:  # one pass with a set: linear in the leaves
             if code in seen:
-                raise StructureError(f"dimension {name!r}: code {code!r} is listed twice",
-                                     dimension=name, code=code)
+                raise StructureError(
+                    f"dimension {name!r}: code {code!r} is listed twice", dimension=name, code=code
+                )
             seen.add(code)
         return cls(name, {leaf: total for leaf in leaves})
 
@@ -272,17 +310,20 @@ class Hierarchy:
         n_children = np.diff(self.children_ptr)
         deepest_first = order[::-1]
         parents = deepest_first[n_children[deepest_first] > 0]
-        if not parents.size:   # the total alone: nothing to add up
+        if not parents.size:  # the total alone: nothing to add up
             return []
         counts = n_children[parents]
         first = np.cumsum(counts) - counts
-        kids = self.children_idx[np.repeat(self.children_ptr[parents] - first, counts)
-                                 + np.arange(counts.sum())]
+        kids = self.children_idx[
+            np.repeat(self.children_ptr[parents] - first, counts) + np.arange(counts.sum())
+        ]
         # Built for all depths at once; the loop below only slices (a chain is deep).
         bounds = [0, *(np.flatnonzero(np.diff(self.depth[parents])) + 1).tolist(), len(parents)]
         ends = [*first[bounds[1:-1]].tolist(), len(kids)]
-        return [(parents[p0:p1], kids[first[p0]:k1], first[p0:p1] - first[p0])
-                for p0, p1, k1 in zip(bounds[:-1], bounds[1:], ends)]
+        return [
+            (parents[p0:p1], kids[first[p0] : k1], first[p0:p1] - first[p0])
+            for p0, p1, k1 in zip(bounds[:-1], bounds[1:], ends)
+        ]
 
     def roll_up(self, a: np.ndarray) -> None:
         """Set every non-leaf code's entries along axis 0 of ``a`` (in place) to the sum of
@@ -299,8 +340,9 @@ class Hierarchy:
         try:
             return self._position[code]
         except (KeyError, TypeError):
-            raise StructureError(f"dimension {self.name!r} has no code {code!r}",
-                                 dimension=self.name, code=str(code)) from None
+            raise StructureError(
+                f"dimension {self.name!r} has no code {code!r}", dimension=self.name, code=str(code)
+            ) from None
 
     def positions(self, codes) -> np.ndarray:
         """Vectorised :meth:`position` for an array of codes."""
@@ -312,14 +354,18 @@ class Hierarchy:
         if not found.all():
             index = int(np.flatnonzero(~found.reshape(-1))[0])
             bad = str(codes.reshape(-1)[index])
-            raise StructureError(f"dimension {self.name!r} has no code {bad!r}",
-                                 dimension=self.name, code=bad, index=index)
+            raise StructureError(
+                f"dimension {self.name!r} has no code {bad!r}",
+                dimension=self.name,
+                code=bad,
+                index=index,
+            )
         return self._sorted[at_clipped]
 
     def children(self, code: str) -> tuple[str, ...]:
         """The children of ``code`` in axis order."""
         i = self.position(code)
-        kids = self.children_idx[self.children_ptr[i]:self.children_ptr[i + 1]]
+        kids = self.children_idx[self.children_ptr[i] : self.children_ptr[i + 1]]
         return tuple(self.codes[k] for k in kids)
 
     @cached_property
@@ -338,17 +384,18 @@ class Hierarchy:
             rows.append(ancestor)
             cols.append(col)
             ancestor = self.parent[ancestor]
-        rows, cols = np.concatenate(rows), np.concatenate(cols)
-        return sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(n, len(leaves)))
+        i, j = np.concatenate(rows), np.concatenate(cols)
+        return sp.csr_matrix((np.ones(len(i)), (i, j)), shape=(n, len(leaves)))
 
     def _pairs(self) -> frozenset[tuple[str, str | None]]:
-        return frozenset((c, self.codes[p] if p >= 0 else None)
-                         for c, p in zip(self.codes, self.parent))
+        return frozenset(
+            (c, self.codes[p] if p >= 0 else None) for c, p in zip(self.codes, self.parent)
+        )
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Hierarchy):
             return NotImplemented
-        if self is other:   # linked tables share one object per dimension: no pairs built
+        if self is other:  # linked tables share one object per dimension: no pairs built
             return True
         return self.name == other.name and self._pairs() == other._pairs()
 
@@ -356,14 +403,18 @@ class Hierarchy:
         return hash((self.name, self._pairs()))
 
     def __repr__(self) -> str:
-        return (f"Hierarchy({self.name!r}, {self.n_codes} codes, "
-                f"{int(self.is_leaf.sum())} leaves, total {self.root!r})")
+        return (
+            f"Hierarchy({self.name!r}, {self.n_codes} codes, "
+            f"{int(self.is_leaf.sum())} leaves, total {self.root!r})"
+        )
 
 
 class AdditivityViolation(NamedTuple):
     """A relation that the values do not satisfy: ``residual = parent - sum(children)``."""
 
-    index: int
+    # mypy reads a NamedTuple field named ``index`` as overriding tuple.index; the name is
+    # the public one (service.api, tests), and the field shadows the method at runtime.
+    index: int  # type: ignore[assignment]
     description: str
     residual: float
 
@@ -379,6 +430,10 @@ class _CellSpace:
     dimensions: tuple[Hierarchy, ...]
     shape: tuple[int, ...]
     _flat: np.ndarray
+
+    @property
+    def _relation_parts(self) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray]:
+        raise NotImplementedError  # a cached property of each subclass
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -465,23 +520,27 @@ class _CellSpace:
                 elif (default := self._default_code(h)) is not None:
                     arrays.append(default)
                 else:
-                    raise StructureError(f"no codes given for dimension {h.name!r}",
-                                         dimension=h.name)
+                    raise StructureError(
+                        f"no codes given for dimension {h.name!r}", dimension=h.name
+                    )
         else:
             arrays = list(codes)
             if len(arrays) != len(self.dimensions):
-                raise StructureError(f"a cell key needs {len(self.dimensions)} codes "
-                                     f"({', '.join(self.names)}), got {len(arrays)}")
-        arrays = np.broadcast_arrays(*[np.asarray(a, dtype=str) for a in arrays])
-        pos = [h.positions(a) for h, a in zip(self.dimensions, arrays)]
+                raise StructureError(
+                    f"a cell key needs {len(self.dimensions)} codes "
+                    f"({', '.join(self.names)}), got {len(arrays)}"
+                )
+        grids = np.broadcast_arrays(*[np.asarray(a, dtype=str) for a in arrays])
+        pos = [h.positions(a) for h, a in zip(self.dimensions, grids)]
         flat = np.ravel_multi_index(pos, self.shape)
         at = np.minimum(np.searchsorted(self._flat, flat), self.n_cells - 1)
         found = self._flat[at] == flat
         if not found.all():
             i = int(np.flatnonzero(~found.reshape(-1))[0])
-            key = tuple(str(a.reshape(-1)[i]) for a in arrays)
-            raise StructureError(f"{dict(zip(self.names, key))} is not a cell of any table",
-                                 index=i)
+            key = tuple(str(a.reshape(-1)[i]) for a in grids)
+            raise StructureError(
+                f"{dict(zip(self.names, key))} is not a cell of any table", index=i
+            )
         return at
 
     def cell_index(self, key: Sequence[str] | Mapping[str, str]) -> int:
@@ -505,8 +564,10 @@ class _CellSpace:
         n_kids = len(dim.children(key[d]))
         fixed = ", ".join(f"{n}={c!r}" for i, (n, c) in enumerate(zip(self.names, key)) if i != d)
         where = f" at {fixed}" if fixed else ""
-        return (f"dimension {dim.name!r}: {key[d]!r} = sum of its {n_kids} "
-                f"child{'ren' if n_kids != 1 else ''}{where}")
+        return (
+            f"dimension {dim.name!r}: {key[d]!r} = sum of its {n_kids} "
+            f"child{'ren' if n_kids != 1 else ''}{where}"
+        )
 
     def check_additivity(self, values, tolerance: float = 0.0) -> list[AdditivityViolation]:
         """The relations that ``values`` violate by more than ``tolerance``.
@@ -536,15 +597,18 @@ class _CellSpace:
         residual = self.relations @ x
         slack = _ROUNDING_RTOL * (abs(self.relations) @ np.abs(x))
         bad = np.flatnonzero(np.abs(residual) > tolerance + slack)
-        return [AdditivityViolation(int(r), self.describe_relation(r), float(residual[r]))
-                for r in bad]
+        return [
+            AdditivityViolation(int(r), self.describe_relation(int(r)), float(residual[r]))
+            for r in bad
+        ]
 
 
 def _cell_vector(values, n_cells: int, name: str) -> np.ndarray:
     x = np.asarray(values, dtype=float)
     if x.shape != (n_cells,):
-        raise InputError(f"{name} must have one entry per cell ({n_cells}), got shape "
-                         f"{x.shape}", field=name)
+        raise InputError(
+            f"{name} must have one entry per cell ({n_cells}), got shape {x.shape}", field=name
+        )
     if not np.isfinite(x).all():
         cell = int(np.flatnonzero(~np.isfinite(x))[0])
         raise InputError(f"{name} of cell {cell} is not finite", field=name, cell=cell)
@@ -590,8 +654,9 @@ class Table(_CellSpace):
         self.shape = tuple(h.n_codes for h in dims)
         n = table_size(self.shape)
         if n > _MAX_INDEX:
-            raise StructureError(f"a table of {' x '.join(map(str, self.shape))} codes has too "
-                                 "many cells to number")
+            raise StructureError(
+                f"a table of {' x '.join(map(str, self.shape))} codes has too many cells to number"
+            )
         self._flat = np.arange(n, dtype=np.int64)
 
     def __repr__(self) -> str:
@@ -600,8 +665,9 @@ class Table(_CellSpace):
     @cached_property
     def _relation_parts(self) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray]:
         pos = self.key_positions
-        strides = np.array([table_size(self.shape[d + 1:]) for d in range(len(self.shape))],
-                           dtype=np.int64)
+        strides = np.array(
+            [table_size(self.shape[d + 1 :]) for d in range(len(self.shape))], dtype=np.int64
+        )
         rows, cols, vals, dim_of, parent_of = [], [], [], [], []
         n_rows = 0
         for d, h in enumerate(self.dimensions):
@@ -622,8 +688,10 @@ class Table(_CellSpace):
             dim_of.append(np.full(len(parents), d, dtype=np.int64))
             parent_of.append(parents)
             n_rows += len(parents)
-        a = sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
-                          shape=(n_rows, self.n_cells))
+        a = sp.csr_matrix(
+            (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+            shape=(n_rows, self.n_cells),
+        )
         return a, np.concatenate(dim_of), np.concatenate(parent_of)
 
     @cached_property
@@ -664,17 +732,20 @@ class Table(_CellSpace):
         """
         x = np.asarray(leaf_values, dtype=float)
         if x.shape != (self.n_cells,):
-            raise InputError(f"leaf_values must have one entry per cell ({self.n_cells}), "
-                             f"got shape {x.shape}", field="leaf_values")
+            raise InputError(
+                f"leaf_values must have one entry per cell ({self.n_cells}), got shape {x.shape}",
+                field="leaf_values",
+            )
         leaves = x[self.is_leaf]
         if not np.isfinite(leaves).all():
             cell = int(np.flatnonzero(self.is_leaf)[np.flatnonzero(~np.isfinite(leaves))[0]])
-            raise InputError(f"leaf value of cell {self.key(cell)} is not finite",
-                             field="leaf_values", cell=cell)
+            raise InputError(
+                f"leaf value of cell {self.key(cell)} is not finite", field="leaf_values", cell=cell
+            )
         # Dimension by dimension: a cell at a non-leaf code of the dimension being summed is
         # still 0 (its leaves lie below on that dimension), so each pass adds leaves only.
         grid = np.where(self.is_leaf, x, 0.0).reshape(self.shape)
-        with np.errstate(over="ignore"):   # a sum too large is inf; callers refuse it
+        with np.errstate(over="ignore"):  # a sum too large is inf; callers refuse it
             for d, h in enumerate(self.dimensions):
                 h.roll_up(np.moveaxis(grid, d, 0))
         return grid.reshape(-1)
@@ -724,15 +795,19 @@ class LinkedTables(_CellSpace):
                 if known != h:
                     raise StructureError(
                         f"dimension {h.name!r} of table {t} differs from the same dimension of "
-                        f"an earlier table ({_first_difference(known, h)})", dimension=h.name)
+                        f"an earlier table ({_first_difference(known, h)})",
+                        dimension=h.name,
+                    )
         self.tables = tables
         self.dimensions = tuple(dims.values())
         self.shape = tuple(h.n_codes for h in self.dimensions)
         if table_size(self.shape) > _MAX_INDEX:
             # Linked cells are numbered in the cross-classification of all dimensions.
-            raise StructureError("the linked tables' dimensions together have too many "
-                                 "combinations of codes to number (more than 2**63); link "
-                                 "fewer or smaller dimensions")
+            raise StructureError(
+                "the linked tables' dimensions together have too many "
+                "combinations of codes to number (more than 2**63); link "
+                "fewer or smaller dimensions"
+            )
         index = {h.name: d for d, h in enumerate(self.dimensions)}
 
         flats = []
@@ -769,15 +844,16 @@ class LinkedTables(_CellSpace):
         blocks, dim_of, parent_of = [], [], []
         for table, cells, dmap in zip(self.tables, self.table_cells, self._table_dim_index):
             a = table.relations.tocoo()
-            blocks.append(sp.csr_matrix((a.data, (a.row, cells[a.col])),
-                                        shape=(a.shape[0], self.n_cells)))
+            blocks.append(
+                sp.csr_matrix((a.data, (a.row, cells[a.col])), shape=(a.shape[0], self.n_cells))
+            )
             dim_of.append(dmap[table.relation_dimension])
             parent_of.append(cells[table.relation_parent])
         stacked = sp.vstack(blocks, format="csr")
-        dim_of, parent_of = np.concatenate(dim_of), np.concatenate(parent_of)
+        dims, parents = np.concatenate(dim_of), np.concatenate(parent_of)
         # A relation is fixed by its dimension and parent cell; tables sharing it keep one.
-        _, first = np.unique(dim_of * self.n_cells + parent_of, return_index=True)
-        return stacked[first], dim_of[first], parent_of[first]
+        _, first = np.unique(dims * self.n_cells + parents, return_index=True)
+        return stacked[first], dims[first], parents[first]
 
 
 def _first_difference(a: Hierarchy, b: Hierarchy) -> str:

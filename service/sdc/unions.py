@@ -101,9 +101,17 @@ def explicit_aggregations(relations, suppressed, sensitive) -> tuple[np.ndarray,
     return rows, a_s[rows]
 
 
-def check_unions(relations, values, suppressed, sensitive, cells: Magnitudes,
-                 ruleset: primary.RuleSet, *, known=None,
-                 contributions: Contributions | None = None) -> UnionCheck:
+def check_unions(
+    relations,
+    values,
+    suppressed,
+    sensitive,
+    cells: Magnitudes,
+    ruleset: primary.RuleSet,
+    *,
+    known=None,
+    contributions: Contributions | None = None,
+) -> UnionCheck:
     """Apply ``ruleset`` to every implicitly published union of suppressed cells.
 
     Parameters
@@ -143,9 +151,15 @@ def check_unions(relations, values, suppressed, sensitive, cells: Magnitudes,
     flip[flip == 0] = 1.0
     lam = (sp.diags(flip) @ lam).tocsr()
     verdict = judge(lam, values, UnionSource(cells, ruleset, known, contributions))
-    return UnionCheck(relation, lam, verdict.value, verdict.checked,
-                      verdict.fired.any(axis=0) & verdict.checked, verdict.fired,
-                      verdict.sensitivity)
+    return UnionCheck(
+        relation,
+        lam,
+        verdict.value,
+        verdict.checked,
+        verdict.fired.any(axis=0) & verdict.checked,
+        verdict.fired,
+        verdict.sensitivity,
+    )
 
 
 @dataclass(frozen=True)
@@ -175,22 +189,24 @@ def judge(lam: sp.csr_matrix, values, source: UnionSource) -> Verdict:
     weight = abs(lam).tocsr()
     weight.eliminate_zeros()
     member_count = np.diff(weight.indptr)
-    pattern = sp.csr_matrix((np.ones(weight.nnz), weight.indices, weight.indptr),
-                            shape=weight.shape)
+    pattern = sp.csr_matrix(
+        (np.ones(weight.nnz), weight.indices, weight.indptr), shape=weight.shape
+    )
     checked = (pattern @ known.astype(float)) == member_count
-    contributions = source.contributions
     raw = source.raw_cells
     from_raw = checked & ((pattern @ raw.astype(float)) == member_count)
     from_summary = checked & ~from_raw
     ruleset = source.ruleset
     rules = dataclasses.replace(
-        ruleset, empty_cells="safe",
-        zero_cells="safe" if ruleset.zero_cells == "safe" else "rules")
+        ruleset, empty_cells="safe", zero_cells="safe" if ruleset.zero_cells == "safe" else "rules"
+    )
     n_rules = len(ruleset.rules)
     fired = np.zeros((n_rules, n_agg), bool)
     sensitivity = np.full((n_rules, n_agg), np.nan)
-    for mask, build in ((from_raw, lambda w: _union_of_contributions(w, source)),
-                        (from_summary, lambda w: _union_of_magnitudes(w, source.cells))):
+    for mask, build in (
+        (from_raw, lambda w: _union_of_contributions(w, source)),
+        (from_summary, lambda w: _union_of_magnitudes(w, source.cells)),
+    ):
         if mask.any():
             result = primary.assess(build(weight[mask]), rules)
             fired[:, mask] = result.fired
@@ -221,13 +237,22 @@ def _union_of_contributions(weight: sp.csr_matrix, source: UnionSource) -> Magni
     """Magnitudes of each aggregation from the member cells' raw contributions, as
     contributions ``|lambda_i| x_i^r`` to one pseudo-cell (seed 002 section 5)."""
     c, ruleset = source.contributions, source.ruleset
+    assert c is not None  # called only for cells with raw contributions
     agg, w, src = spread(weight, source)
-    pick = lambda a: None if a is None else np.asarray(a)[src]  # noqa: E731
+    pick = lambda a: None if a is None else np.asarray(a)[src]
     return magnitudes.from_contributions(
-        weight.shape[0], agg, w * np.asarray(c.value)[src], holding=pick(c.holding),
-        weight=pick(c.weight), waiver=pick(c.waiver), request=pick(c.request),
-        weights_mode=c.weights_mode, depth=ruleset.depth, negative=ruleset.negative,
-        refuse_negative=ruleset.has_concentration_rule)
+        weight.shape[0],
+        agg,
+        w * np.asarray(c.value)[src],
+        holding=pick(c.holding),
+        weight=pick(c.weight),
+        waiver=pick(c.waiver),
+        request=pick(c.request),
+        weights_mode=c.weights_mode,
+        depth=ruleset.depth,
+        negative=ruleset.negative,
+        refuse_negative=ruleset.has_concentration_rule,
+    )
 
 
 def _union_of_magnitudes(weight: sp.csr_matrix, m: Magnitudes) -> Magnitudes:
@@ -250,10 +275,15 @@ def _union_of_magnitudes(weight: sp.csr_matrix, m: Magnitudes) -> Magnitudes:
     np.maximum.at(requested, agg, w * m.requested[cell])
     total = weight @ m.total
     return Magnitudes(
-        value=weight @ m.value, total=total, count=weight.astype(bool).astype(float) @ m.count,
-        largest=largest, target=target, requested=requested,
+        value=weight @ m.value,
+        total=total,
+        count=weight.astype(bool).astype(float) @ m.count,
+        largest=largest,
+        target=target,
+        requested=requested,
         protectable=(weight.astype(bool).astype(float) @ m.protectable.astype(float)) > 0,
-        all_zero=(weight.astype(bool).astype(float) @ (~m.all_zero).astype(float)) == 0)
+        all_zero=(weight.astype(bool).astype(float) @ (~m.all_zero).astype(float)) == 0,
+    )
 
 
 @dataclass(frozen=True)
@@ -277,11 +307,20 @@ class UnionSource:
     @cached_property
     def by_cell(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The contributions sorted by cell: (order, count per cell, first per cell)."""
-        cell = self.contributions.cell
+        c = self.contributions
+        cell = np.zeros(0, np.int64) if c is None else c.cell
         order = np.argsort(cell, kind="stable")
         sizes = np.bincount(cell, minlength=self.cells.n_cells)
         return order, sizes, np.concatenate(([0], np.cumsum(sizes)[:-1]))
 
     def check(self, relations, values, suppressed, sensitive) -> UnionCheck:
-        return check_unions(relations, values, suppressed, sensitive, self.cells, self.ruleset,
-                            known=self.known, contributions=self.contributions)
+        return check_unions(
+            relations,
+            values,
+            suppressed,
+            sensitive,
+            self.cells,
+            self.ruleset,
+            known=self.known,
+            contributions=self.contributions,
+        )

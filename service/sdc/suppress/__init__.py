@@ -58,7 +58,6 @@ Readings
   is run with the true bounds.
 """
 
-
 import time
 
 import numpy as np
@@ -76,8 +75,15 @@ METHODS = ("fast", "exact")
 __all__ = ["COST_KINDS", "METHODS", "SuppressionResult", "cell_costs", "suppress"]
 
 
-def suppress(problem: TableProblem, *, cost, forbidden=None, forced=None,
-             method: str = "fast", time_limit: float = 60.0) -> SuppressionResult:
+def suppress(
+    problem: TableProblem,
+    *,
+    cost,
+    forbidden=None,
+    forced=None,
+    method: str = "fast",
+    time_limit: float = 60.0,
+) -> SuppressionResult:
     """Choose secondary suppressions that protect every sensitive cell.
 
     Parameters
@@ -100,8 +106,7 @@ def suppress(problem: TableProblem, *, cost, forbidden=None, forced=None,
     """
     start = time.perf_counter()
     if method not in METHODS:
-        raise InputError(f"unknown method {method!r}; one of {', '.join(METHODS)}",
-                         field="method")
+        raise InputError(f"unknown method {method!r}; one of {', '.join(METHODS)}", field="method")
     if not time_limit > 0:
         raise InputError("time_limit must be > 0 seconds", field="time_limit")
     # ``time_limit`` is the whole call: it ends at ``end``. The final audit (every interval
@@ -117,8 +122,7 @@ def suppress(problem: TableProblem, *, cost, forbidden=None, forced=None,
     lower_bound = np.nan
 
     def done(y, status, message, **how) -> SuppressionResult:
-        return finish(p, att, y, status, message, lower_bound, iters, method, start, end,
-                      **how)
+        return finish(p, att, y, status, message, lower_bound, iters, method, start, end, **how)
 
     if y is None:
         return done(None, status, message, partial=witness if status == "time_limit" else None)
@@ -131,8 +135,9 @@ def suppress(problem: TableProblem, *, cost, forbidden=None, forced=None,
     now = time.perf_counter()
     spent = now - start
     share = 0.3 if method == "exact" else 0.8
-    until = min(now + 0.5 * (p.deadline - now), start + share * time_limit,
-                start + 1.25 * spent + 2.0)
+    until = min(
+        now + 0.5 * (p.deadline - now), start + share * time_limit, start + 1.25 * spent + 2.0
+    )
     y = remove_superfluous(p, att, cheapest, y, witness, until)
     # The exact method's incumbent must be safe in every respect (see exact).
     protected, why = protect_aggregations(p, y, cheapest)
@@ -153,12 +158,15 @@ def suppress(problem: TableProblem, *, cost, forbidden=None, forced=None,
     known = (y, first)
     if first.verdict == "uncertified":
         return done(y, status, message, known=known)
-    p.deadline = min(p.deadline, end - max(audit_share * time_limit,
-                                           2.0 * (time.perf_counter() - begun)))
+    p.deadline = min(
+        p.deadline, end - max(audit_share * time_limit, 2.0 * (time.perf_counter() - begun))
+    )
     if time.perf_counter() >= p.deadline:
-        return done(y, "time_limit", "time limit reached before the MIP could start; the "
-                    "fast method's pattern is returned", known=known)
+        return done(
+            y,
+            "time_limit",
+            "time limit reached before the MIP could start; the fast method's pattern is returned",
+            known=known,
+        )
     y, status, message, lower_bound, iters = exact(p, att, y)
     return done(y, status, message, known=known)
-
-

@@ -24,8 +24,15 @@ def exact(p: SearchProblem, att: Attacker, incumbent: np.ndarray):
     proves the incumbent optimal.
     """
     n = len(p.values)
-    h = highs.model(p.cost, np.where(p.forced, 1.0, 0.0), np.where(p.allowed, 1.0, 0.0),
-                    sp.csc_matrix((0, n)), [], [], integer=np.ones(n, bool))
+    h = highs.model(
+        p.cost,
+        np.where(p.forced, 1.0, 0.0),
+        np.where(p.allowed, 1.0, 0.0),
+        sp.csc_matrix((0, n)),
+        [],
+        [],
+        integer=np.ones(n, bool),
+    )
     best = incumbent.copy()
     best_cost = float(p.cost @ best)
     lower = 0.0
@@ -34,15 +41,21 @@ def exact(p: SearchProblem, att: Attacker, incumbent: np.ndarray):
     a = p.a.tocsr()
     for i in np.flatnonzero(p.sensitive).tolist():
         for r in a[:, [i]].nonzero()[0].tolist():
-            others = a.indices[a.indptr[r]:a.indptr[r + 1]]
+            others = a.indices[a.indptr[r] : a.indptr[r + 1]]
             others = others[others != i]
-            h.addRow(1.0, highspy.kHighsInf, len(others), others.astype(np.int32),
-                     np.ones(len(others)))
+            h.addRow(
+                1.0, highspy.kHighsInf, len(others), others.astype(np.int32), np.ones(len(others))
+            )
     iters += _root_cuts(h, p, att, n)
     while True:
         if time.perf_counter() >= p.deadline:
-            return best, "time_limit", "time limit reached; best safe pattern returned", \
-                lower, iters
+            return (
+                best,
+                "time_limit",
+                "time limit reached; best safe pattern returned",
+                lower,
+                iters,
+            )
         h.setOptionValue("mip_rel_gap", 1e-9)
         # The best safe pattern satisfies every cut: a start for HiGHS, and a bound no
         # better pattern may exceed.
@@ -60,8 +73,13 @@ def exact(p: SearchProblem, att: Attacker, incumbent: np.ndarray):
             return best, "time_limit", f"MIP ended with {highs.describe(h)}", lower, iters
         lower = max(lower, float(info.mip_dual_bound))
         if outcome is Outcome.TIME_LIMIT or not highs.has_point(h):
-            return best, "time_limit", "time limit reached in the MIP; best safe pattern " \
-                "returned", lower, iters
+            return (
+                best,
+                "time_limit",
+                "time limit reached in the MIP; best safe pattern returned",
+                lower,
+                iters,
+            )
         y = np.asarray(h.getSolution().col_value) > 0.5
         missing, reach = unprotected(att, p, y)
         if reach != "optimal":
@@ -71,8 +89,13 @@ def exact(p: SearchProblem, att: Attacker, incumbent: np.ndarray):
             continue
         check = check_pattern(p, y)
         if check is not None and check.status == "undecided":
-            return best, "time_limit", "time limit reached checking the aggregations of " \
-                "a pattern", lower, iters
+            return (
+                best,
+                "time_limit",
+                "time limit reached checking the aggregations of a pattern",
+                lower,
+                iters,
+            )
         if check is None or check.status != "sensitive":
             cost = float(p.cost @ y)
             if cost <= best_cost + 1e-9:
@@ -89,8 +112,9 @@ def _add_cuts(h: highspy.Highs, att: Attacker, missing, y: np.ndarray) -> None:
         h.addRow(level, highspy.kHighsInf, len(nz), nz.astype(np.int32), coef[nz])
 
 
-def _root_cuts(h: highspy.Highs, p: SearchProblem, att: Attacker, n: int,
-               max_rounds: int = 200) -> int:
+def _root_cuts(
+    h: highspy.Highs, p: SearchProblem, att: Attacker, n: int, max_rounds: int = 200
+) -> int:
     """Cutting planes on the LP relaxation of the master before any branching: the
     attacker LP with fractional room ``y_j U_j`` separates capacity cuts just as for a
     0/1 pattern, and a strong root bound is what lets the MIP close the gap."""
@@ -98,7 +122,8 @@ def _root_cuts(h: highspy.Highs, p: SearchProblem, att: Attacker, n: int,
     h.changeColsIntegrality(n, cont, np.array([highspy.HighsVarType.kContinuous] * n))
     rounds = 0
     try:
-        for rounds in range(1, max_rounds + 1):
+        while rounds < max_rounds:
+            rounds += 1
             if highs.run(h, p.deadline) is not Outcome.OPTIMAL:
                 break
             y = np.clip(np.asarray(h.getSolution().col_value), 0.0, 1.0)
@@ -109,7 +134,6 @@ def _root_cuts(h: highspy.Highs, p: SearchProblem, att: Attacker, n: int,
     finally:
         h.changeColsIntegrality(n, cont, np.array([highspy.HighsVarType.kInteger] * n))
     return rounds
-
 
 
 def _aggregation_no_goods(p: SearchProblem, y: np.ndarray, check):

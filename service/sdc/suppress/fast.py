@@ -27,30 +27,48 @@ def protect(p: SearchProblem, att: Attacker, cheapest: Cheapest):
     levels = requirements(p)
     for k, (i, sense, level) in enumerate(levels):
         # Already protected by earlier suppressions: a local attack, then the whole table's.
-        attack, outcome = cheapest.support(i, sense, level, y, p.room_up, p.room_down,
-                                           within_pattern=True)
+        attack, outcome = cheapest.support(
+            i, sense, level, y, p.room_up, p.room_down, within_pattern=True
+        )
         if outcome == "optimal":
             witness.append(attack)
             continue
         used, outcome = cheapest.support(i, sense, level, y, p.room_up, p.room_down)
         iters += 1
         if outcome == "infeasible":
-            return None, "no_safe_pattern", (
-                f"cell {i} cannot be protected {'upwards' if sense > 0 else 'downwards'} by "
-                f"{level:g} with the cells allowed as complements (forbidden, zero cells)"), iters, None
+            return (
+                None,
+                "no_safe_pattern",
+                (
+                    f"cell {i} cannot be protected {'upwards' if sense > 0 else 'downwards'} by "
+                    f"{level:g} with the cells allowed as complements (forbidden, zero cells)"
+                ),
+                iters,
+                None,
+            )
         if outcome == "time_limit":
             return None, "time_limit", late, iters, (y, levels[k:])
         if outcome != "optimal":
-            return None, "no_safe_pattern", f"protection LP ended with status {outcome!r}", \
-                iters, None
+            return (
+                None,
+                "no_safe_pattern",
+                f"protection LP ended with status {outcome!r}",
+                iters,
+                None,
+            )
         y[used] = True
         witness.append(used)
     return y, "feasible", "every sensitive cell protected", iters, witness
 
 
-
-def remove_superfluous(p: SearchProblem, att: Attacker, cheapest: Cheapest, y: np.ndarray,
-                       witness: list, deadline: float) -> np.ndarray:
+def remove_superfluous(
+    p: SearchProblem,
+    att: Attacker,
+    cheapest: Cheapest,
+    y: np.ndarray,
+    witness: list,
+    deadline: float,
+) -> np.ndarray:
     """Drop secondary suppressions, most expensive first, while all stay protected.
 
     Each requirement keeps the support of an attack that reaches its level (a witness,
@@ -62,7 +80,7 @@ def remove_superfluous(p: SearchProblem, att: Attacker, cheapest: Cheapest, y: n
     candidates = np.flatnonzero(y & ~p.forced)
     for j in candidates[np.argsort(-p.cost[candidates], kind="stable")].tolist():
         if time.perf_counter() > deadline:
-            break   # what is left is safe, only not as lean
+            break  # what is left is safe, only not as lean
         trial = y.copy()
         trial[j] = False
         renewed, ok, attacker_set = {}, True, False
@@ -70,10 +88,11 @@ def remove_superfluous(p: SearchProblem, att: Attacker, cheapest: Cheapest, y: n
             if j not in witness[k]:
                 continue
             if time.perf_counter() > deadline:
-                ok = False      # not confirmed in time: the cell stays suppressed
+                ok = False  # not confirmed in time: the cell stays suppressed
                 break
-            attack, outcome = cheapest.support(i, sense, level, trial, p.room_up,
-                                               p.room_down, within_pattern=True)
+            attack, outcome = cheapest.support(
+                i, sense, level, trial, p.room_up, p.room_down, within_pattern=True
+            )
             if outcome == "optimal":
                 renewed[k] = attack
                 continue
@@ -93,20 +112,27 @@ def remove_superfluous(p: SearchProblem, att: Attacker, cheapest: Cheapest, y: n
     return y
 
 
-
-def check_pattern(p: SearchProblem, y: np.ndarray, screen_only: bool = False,
-                  proven: set | None = None):
+def check_pattern(
+    p: SearchProblem, y: np.ndarray, screen_only: bool = False, proven: set | None = None
+):
     """The aggregation check of pattern ``y`` (cells derived through the a-priori bounds
     are left to the final audit), or ``None`` without contributions or a union rule."""
     if p.table.unions is None:
         return None
-    return check_aggregations(p.table.structure, p.values, y, p.table.unions,
-                              deadline=p.deadline, screen_only=screen_only, proven=proven)
+    return check_aggregations(
+        p.table.structure,
+        p.values,
+        y,
+        p.table.unions,
+        deadline=p.deadline,
+        screen_only=screen_only,
+        proven=proven,
+    )
 
 
-
-def protect_aggregations(p: SearchProblem, y: np.ndarray,
-                          cheapest: Cheapest, max_rounds: int = 200):
+def protect_aggregations(
+    p: SearchProblem, y: np.ndarray, cheapest: Cheapest, max_rounds: int = 200
+):
     """Suppress until no aggregation is sensitive (fast method; the incumbent of exact).
 
     The check runs with the screen only; every sensitive atom it cannot prove, and the
@@ -134,13 +160,15 @@ def protect_aggregations(p: SearchProblem, y: np.ndarray,
             room = np.minimum(room, room_cap)
             used, outcome = cheapest.support(anchor, 1.0, level, y, room, room)
             if outcome == "infeasible":
-                return None, (f"cell {anchor} cannot be protected against aggregations of "
-                              "suppressed cells with the cells allowed as complements")
+                return None, (
+                    f"cell {anchor} cannot be protected against aggregations of "
+                    "suppressed cells with the cells allowed as complements"
+                )
             if outcome != "optimal":
-                return None, ("time limit reached protecting aggregations of suppressed "
-                              "cells" if outcome == "time_limit" else
-                              f"protection LP ended with status {outcome!r}")
+                return None, (
+                    "time limit reached protecting aggregations of suppressed cells"
+                    if outcome == "time_limit"
+                    else f"protection LP ended with status {outcome!r}"
+                )
             y[used] = True
     return None, "aggregations of suppressed cells could not be made safe"
-
-

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 
+import highspy
 import numpy as np
 import scipy.sparse as sp
 
@@ -34,17 +35,25 @@ class Attacker:
         self.cols = np.zeros(0, dtype=np.int64)
         self.position = np.full(self.n, -1, dtype=np.int64)
         self.rows = np.zeros(0, dtype=np.int64)
-        self.h = None
+        self.h: highspy.Highs | None = None
         self.pattern = np.zeros(self.n)
+        self.costed = (-1, 0.0)  # (model column, sense) whose cost is set
 
     def _build(self, cols: np.ndarray, y: np.ndarray) -> None:
         sub = self.a_csc[:, cols]
         self.rows = np.flatnonzero(np.diff(sub.tocsr().indptr) > 0)
         sub = sub[self.rows].tocsc()
         m, k = sub.shape
-        self.h = highs.model(np.zeros(k), -y[cols] * self.p.room_down[cols],
-                             y[cols] * self.p.room_up[cols], sub, np.zeros(m), np.zeros(m),
-                             maximize=True, **highs.WARM_PRIMAL)
+        self.h = highs.model(
+            np.zeros(k),
+            -y[cols] * self.p.room_down[cols],
+            y[cols] * self.p.room_up[cols],
+            sub,
+            np.zeros(m),
+            np.zeros(m),
+            maximize=True,
+            **highs.WARM_PRIMAL,
+        )
         self.cols = cols
         self.position[:] = -1
         self.position[cols] = np.arange(len(cols))
@@ -60,50 +69,57 @@ class Attacker:
         else:
             changed = np.flatnonzero(y != self.pattern)
             if changed.size:
-                self.h.changeColsBounds(len(changed), self.position[changed].astype(np.int32),
-                                        -y[changed] * self.p.room_down[changed],
-                                        y[changed] * self.p.room_up[changed])
+                self.h.changeColsBounds(
+                    len(changed),
+                    self.position[changed].astype(np.int32),
+                    -y[changed] * self.p.room_down[changed],
+                    y[changed] * self.p.room_up[changed],
+                )
         self.pattern = y.copy()
+
+    def _model(self) -> highspy.Highs:
+        if self.h is None:
+            raise RuntimeError("Attacker.set_pattern() must come before an attack")
+        return self.h
 
     def reach(self, i: int, sense: float) -> tuple[float, np.ndarray | None, str]:
         """``max sense * z_i`` under the current pattern, the row prices, the outcome."""
         # Always maximise, with cost +-1 on the attacked cell: only costs change between
         # solves, so the last basis stays primal feasible for the primal simplex.
+        h = self._model()
         i_col = int(self.position[i])
         if self.costed != (i_col, sense):
             idx = [i_col] if self.costed[0] in (-1, i_col) else [self.costed[0], i_col]
             costs = [sense] if len(idx) == 1 else [0.0, sense]
-            self.h.changeColsCost(len(idx), np.array(idx, dtype=np.int32), np.array(costs))
+            h.changeColsCost(len(idx), np.array(idx, dtype=np.int32), np.array(costs))
             self.costed = (i_col, sense)
-        outcome = highs.run(self.h, self.p.deadline)
+        outcome = highs.run(h, self.p.deadline)
         if outcome is Outcome.OPTIMAL:
-            value = self.h.getInfo().objective_function_value
-            prices = np.zeros(self.p.a.shape[0])   # rows off the model touch no room: 0
-            prices[self.rows] = self.h.getSolution().row_dual
+            value = h.getInfo().objective_function_value
+            prices = np.zeros(self.p.a.shape[0])  # rows off the model touch no room: 0
+            prices[self.rows] = h.getSolution().row_dual
             return value, prices, "optimal"
         if outcome is Outcome.UNBOUNDED:
             return np.inf, None, "optimal"
-        return np.nan, None, highs.describe(self.h) if outcome is Outcome.ERROR else outcome.value
+        return np.nan, None, highs.describe(h) if outcome is Outcome.ERROR else outcome.value
 
     def support(self) -> np.ndarray:
         """Cells the last optimal attack moves: only their removal can stop it."""
-        z = np.asarray(self.h.getSolution().col_value)
+        z = np.asarray(self._model().getSolution().col_value)
         return self.cols[np.abs(z) > 1e-9 * max(1.0, np.abs(z).max(initial=0.0))]
 
     def cut(self, i: int, sense: float, prices: np.ndarray, y: np.ndarray) -> np.ndarray:
         """Coefficients of the capacity cut for cell ``i``: of the two sign conventions of
         the row prices, the one whose bound is tightest at ``y`` (both are valid)."""
-        best, best_lhs = None, np.inf
-        for g in (prices, -prices):
+
+        def coefficients(g: np.ndarray) -> np.ndarray:
             r = -(self.p.a.T @ g)
             r[i] += sense
             # r = sense e_i - A^T g already carries the direction (module docstring).
-            coef = self.p.room_up * np.maximum(0.0, r) + self.p.room_down * np.maximum(0.0, -r)
-            lhs = coef @ y
-            if lhs < best_lhs:
-                best, best_lhs = coef, lhs
-        return best
+            return self.p.room_up * np.maximum(0.0, r) + self.p.room_down * np.maximum(0.0, -r)
 
+        plus, minus = coefficients(prices), coefficients(-prices)
+        return minus if minus @ y < plus @ y else plus  # a tie keeps the first
 
 
 class Cheapest:
@@ -115,25 +131,40 @@ class Cheapest:
     def __init__(self, p: SearchProblem):
         self.p = p
         self.n = len(p.values)
-        self._model = None
+        self._model: highspy.Highs | None = None
         self.columns = np.arange(2 * self.n, dtype=np.int32)
         self.boxes = Boxes(p.table.structure) if isinstance(p.table.structure, Table) else None
         self.a_csc = p.a.tocsc()
         self.local_solves = self.global_solves = 0
 
     @property
-    def model(self):
+    def model(self) -> highspy.Highs:
         """The whole-table model, built on first use (most requirements are met locally)."""
         if self._model is None:
             n, n_rows = self.n, self.p.a.shape[0]
             zeros = np.zeros(2 * n)
-            self._model = highs.model(zeros, zeros, zeros,
-                                      sp.hstack([self.a_csc, -self.a_csc], format="csc"),
-                                      np.zeros(n_rows), np.zeros(n_rows), solver="simplex")
+            self._model = highs.model(
+                zeros,
+                zeros,
+                zeros,
+                sp.hstack([self.a_csc, -self.a_csc], format="csc"),
+                np.zeros(n_rows),
+                np.zeros(n_rows),
+                solver="simplex",
+            )
         return self._model
 
-    def support(self, i: int, sense: float, level: float, y: np.ndarray, room_up: np.ndarray,
-                room_down: np.ndarray, *, within_pattern: bool = False):
+    def support(
+        self,
+        i: int,
+        sense: float,
+        level: float,
+        y: np.ndarray,
+        room_up: np.ndarray,
+        room_down: np.ndarray,
+        *,
+        within_pattern: bool = False,
+    ):
         """Cells of the cheapest deviation moving cell ``i`` by ``level`` in direction
         ``sense`` within the rooms (disallowed cells get none): (cells, outcome) with
         outcome ``optimal``, ``infeasible``, ``time_limit`` or HiGHS's status.
@@ -157,8 +188,7 @@ class Cheapest:
                 cells = self.boxes.around(i, width, score)
                 if cells is None or len(cells) > self.boxes.max_share * self.n:
                     break
-                found = self._solve(cells, i, sense, level, allowed, unit, room_up,
-                                    room_down)
+                found = self._solve(cells, i, sense, level, allowed, unit, room_up, room_down)
                 if found[1] != "infeasible":
                     return found
         if within_pattern:
@@ -177,21 +207,29 @@ class Cheapest:
             rows = np.flatnonzero(np.diff(sub.tocsr().indptr) > 0)
             sub = sub[rows]
             zeros = np.zeros(2 * len(cells))
-            h = highs.model(zeros, zeros, zeros, sp.hstack([sub, -sub], format="csc"),
-                            np.zeros(len(rows)), np.zeros(len(rows)), solver="simplex")
+            h = highs.model(
+                zeros,
+                zeros,
+                zeros,
+                sp.hstack([sub, -sub], format="csc"),
+                np.zeros(len(rows)),
+                np.zeros(len(rows)),
+                solver="simplex",
+            )
             self.local_solves += 1
         m = len(cells)
         ok = allowed[cells]
-        upper = np.concatenate([np.where(ok, room_up[cells], 0.0),
-                                np.where(ok, room_down[cells], 0.0)])
+        upper = np.concatenate(
+            [np.where(ok, room_up[cells], 0.0), np.where(ok, room_down[cells], 0.0)]
+        )
         at = int(np.flatnonzero(cells == i)[0])
         col, opposite = (at, m + at) if sense > 0 else (m + at, at)
         upper[col] = max(level, upper[col])
-        upper[opposite] = 0.0                 # else up and down cancel out
+        upper[opposite] = 0.0  # else up and down cancel out
         lower = np.zeros(2 * m)
         lower[col] = level
         c = unit[cells]
-        columns = self.columns[:2 * m]
+        columns = self.columns[: 2 * m]
         h.changeColsCost(2 * m, columns, np.concatenate([c, c]))
         h.changeColsBounds(2 * m, columns, lower, upper)
         outcome = highs.run(h, p.deadline)
@@ -226,10 +264,10 @@ class Boxes:
         self.kin = []
         for h in table.dimensions:
             parent = h.parent
-            kids = [h.children_idx[h.children_ptr[c]:h.children_ptr[c + 1]]
-                    for c in range(h.n_codes)]
-            sibs = [kids[parent[c]] if parent[c] >= 0 else np.array([c])
-                    for c in range(h.n_codes)]
+            kids = [
+                h.children_idx[h.children_ptr[c] : h.children_ptr[c + 1]] for c in range(h.n_codes)
+            ]
+            sibs = [kids[parent[c]] if parent[c] >= 0 else np.array([c]) for c in range(h.n_codes)]
             self.kin.append((parent, kids, sibs))
 
     def around(self, i: int, width: int, score: np.ndarray) -> np.ndarray | None:
@@ -271,5 +309,3 @@ def unprotected(att: Attacker, p: SearchProblem, y: np.ndarray):
         if not highs.reaches(value, level, p.values[i]):
             missing.append((i, sense, level, prices))
     return missing, "optimal"
-
-

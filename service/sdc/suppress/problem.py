@@ -37,8 +37,7 @@ def cell_costs(kind: str, values, counts=None, weights=None) -> np.ndarray:
         c = np.ones_like(a)
     elif kind == "contributors":
         if counts is None:
-            raise InputError("cost 'contributors' needs the cells' contributors",
-                             field="cost")
+            raise InputError("cost 'contributors' needs the cells' contributors", field="cost")
         c = np.asarray(counts, dtype=float)
     elif kind == "log":
         c = np.log1p(a)
@@ -53,8 +52,6 @@ def cell_costs(kind: str, values, counts=None, weights=None) -> np.ndarray:
     return c
 
 
-
-
 @dataclass
 class SearchProblem:
     """The table problem as the search sees it: levels floored and capped (module
@@ -67,15 +64,14 @@ class SearchProblem:
     sensitive: np.ndarray
     upl: np.ndarray
     lpl: np.ndarray
-    room_up: np.ndarray     # U_j, capped
-    room_down: np.ndarray   # D_j
+    room_up: np.ndarray  # U_j, capped
+    room_down: np.ndarray  # D_j
     cost: np.ndarray
-    allowed: np.ndarray     # may be a complement
+    allowed: np.ndarray  # may be a complement
     forced: np.ndarray
     lower_bounds: np.ndarray
     upper_bounds: np.ndarray
     deadline: float
-
 
 
 def requirements(p: SearchProblem) -> list[tuple[int, float, float]]:
@@ -88,7 +84,6 @@ def requirements(p: SearchProblem) -> list[tuple[int, float, float]]:
         if p.lpl[i] > 0:
             out.append((i, -1.0, p.lpl[i]))
     return out
-
 
 
 def prepare(table: TableProblem, cost, forbidden, forced, deadline: float) -> SearchProblem:
@@ -107,8 +102,7 @@ def prepare(table: TableProblem, cost, forbidden, forced, deadline: float) -> Se
     room_down = np.minimum(x - lb, cap)
     if (room_up < 0).any() or (room_down < 0).any():
         j = int(np.flatnonzero((room_up < 0) | (room_down < 0))[0])
-        raise InputError(f"cell {j} lies outside its a-priori bounds", field="lower_bounds",
-                         cell=j)
+        raise InputError(f"cell {j} lies outside its a-priori bounds", field="lower_bounds", cell=j)
     # No intruder is less certain than the a-priori range: levels beyond it are capped.
     upl = np.minimum(upl, np.minimum(ub - x, np.inf))
     lpl = np.minimum(lpl, x - lb)
@@ -117,12 +111,24 @@ def prepare(table: TableProblem, cost, forbidden, forced, deadline: float) -> Se
     both = forbidden & (forced | sens)
     if both.any():
         j = int(np.flatnonzero(both)[0])
-        raise InputError("a cell cannot be both forbidden and sensitive or forced",
-                         field="forbidden", cell=j)
+        raise InputError(
+            "a cell cannot be both forbidden and sensitive or forced", field="forbidden", cell=j
+        )
     allowed = ~forbidden & (x != 0)
     audited = replace(table, upper_protection=upl, lower_protection=lpl)
-    return SearchProblem(audited, a, x, sens, upl, lpl, room_up, room_down,
-                         np.asarray(cost, float), allowed | sens | forced, forced | sens, lb,
-                         ub, deadline)
-
-
+    return SearchProblem(
+        audited,
+        a,
+        x,
+        sens,
+        upl,
+        lpl,
+        room_up,
+        room_down,
+        np.asarray(cost, float),
+        allowed | sens | forced,
+        forced | sens,
+        lb,
+        ub,
+        deadline,
+    )

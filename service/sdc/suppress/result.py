@@ -73,10 +73,22 @@ class SuppressionResult:
         return self.audit is not None and self.audit.safe
 
 
-
-def finish(p, att, y, status, message, lower_bound, iters, method, start, end, *,
-           partial=None, unfinished=None, known=None
-            ) -> SuppressionResult:
+def finish(
+    p,
+    att,
+    y,
+    status,
+    message,
+    lower_bound,
+    iters,
+    method,
+    start,
+    end,
+    *,
+    partial=None,
+    unfinished=None,
+    known=None,
+) -> SuppressionResult:
     """The result: ``y`` returned only if it passed the full audit, run with the time left
     until ``end`` (or taken from ``known``, an audited ``(pattern, audit)``, for that same
     pattern; a safe ``known`` pattern is the fallback when ``y`` fails).
@@ -90,9 +102,19 @@ def finish(p, att, y, status, message, lower_bound, iters, method, start, end, *
     none = np.zeros(n, bool)
 
     def result(y, status, message, audit=None, unprotected=None):
-        return SuppressionResult(y, y & ~p.sensitive, method, status, float(p.cost @ y),
-                                 lower_bound, audit, message, time.perf_counter() - start,
-                                 iters, unprotected)
+        return SuppressionResult(
+            y,
+            y & ~p.sensitive,
+            method,
+            status,
+            float(p.cost @ y),
+            lower_bound,
+            audit,
+            message,
+            time.perf_counter() - start,
+            iters,
+            unprotected,
+        )
 
     if y is None and partial is None:
         return result(none, status, message)
@@ -112,13 +134,19 @@ def finish(p, att, y, status, message, lower_bound, iters, method, start, end, *
         unchecked -= short
         cells = short | unchecked
         total = int(p.sensitive.sum())
-        return result(none, "time_limit", (
-            f"time limit reached before every sensitive cell was protected: the pattern "
-            f"reached protects {total - len(cells)} of {total} sensitive cells; "
-            f"{len(short)} need further suppressions"
-            + (f" and {len(unchecked)} could not be checked in time" if unchecked else "")
-            + " (see 'unprotected'); no pattern is returned; a longer time limit may "
-            "find one"), unprotected=sorted(cells))
+        return result(
+            none,
+            "time_limit",
+            (
+                f"time limit reached before every sensitive cell was protected: the pattern "
+                f"reached protects {total - len(cells)} of {total} sensitive cells; "
+                f"{len(short)} need further suppressions"
+                + (f" and {len(unchecked)} could not be checked in time" if unchecked else "")
+                + " (see 'unprotected'); no pattern is returned; a longer time limit may "
+                "find one"
+            ),
+            unprotected=sorted(cells),
+        )
     if known is not None and np.array_equal(known[0], y):
         audit = known[1]
     else:
@@ -131,34 +159,51 @@ def finish(p, att, y, status, message, lower_bound, iters, method, start, end, *
     late = audit.verdict == "uncertified"
     if known is not None and known[1].safe:
         # Never a pattern that did not pass; the audited incumbent did.
-        return result(known[0], "time_limit" if late else "feasible",
-                      "the MIP's better pattern " + (
-                          "could not be certified in time" if late else
-                          f"did not pass the audit ({reasons})")
-                      + "; the audited pattern of the fast method is returned", known[1])
+        return result(
+            known[0],
+            "time_limit" if late else "feasible",
+            "the MIP's better pattern "
+            + ("could not be certified in time" if late else f"did not pass the audit ({reasons})")
+            + "; the audited pattern of the fast method is returned",
+            known[1],
+        )
     # The sensitive cells the audit does not prove protected: published, an interval too
     # narrow or not certified, or in a sensitive or undecided aggregation.
     iv, check = audit.intervals, audit.protection
-    unprotected = set(audit.published_sensitive.tolist())
+    missed = set(audit.published_sensitive.tolist())
     if check is not None and audit.verdict != "infeasible":
-        unprotected.update(iv.cells[check.sensitive & ~(iv.certified & check.protected)]
-                           .tolist())
+        missed.update(iv.cells[check.sensitive & ~(iv.certified & check.protected)].tolist())
     if audit.aggregations is not None:
         for found in audit.aggregations.found:
             members = found.cells[p.sensitive[found.cells]]
-            unprotected.update((members if members.size else found.cells).tolist())
+            missed.update((members if members.size else found.cells).tolist())
         undecided = np.asarray(audit.aggregations.undecided, np.int64)
-        unprotected.update(undecided[p.sensitive[undecided]].tolist())
-    unprotected = sorted(unprotected)
+        missed.update(undecided[p.sensitive[undecided]].tolist())
+    unprotected = sorted(missed)
     if late:
-        return result(none, "time_limit", "time limit reached certifying the pattern found: "
-                      f"the audit's verdict is uncertified ({reasons}); no pattern is "
-                      "returned", audit, unprotected)
+        return result(
+            none,
+            "time_limit",
+            "time limit reached certifying the pattern found: "
+            f"the audit's verdict is uncertified ({reasons}); no pattern is "
+            "returned",
+            audit,
+            unprotected,
+        )
     if unfinished is not None and audit.verdict == "unsafe":
-        return result(none, "time_limit", f"{unfinished}: the pattern reached does not pass "
-                      f"the audit ({reasons}); no pattern is returned", audit, unprotected)
+        return result(
+            none,
+            "time_limit",
+            f"{unfinished}: the pattern reached does not pass "
+            f"the audit ({reasons}); no pattern is returned",
+            audit,
+            unprotected,
+        )
     # Never a pattern that did not pass: the audit of the rejected one says why.
-    return result(none, "no_safe_pattern", "the pattern found did not pass the audit: "
-                  + reasons, audit, unprotected)
-
-
+    return result(
+        none,
+        "no_safe_pattern",
+        "the pattern found did not pass the audit: " + reasons,
+        audit,
+        unprotected,
+    )
