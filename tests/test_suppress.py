@@ -243,3 +243,33 @@ def test_aggregations_left_undecided_by_the_clock_are_not_called_protected():
     late = prepare(problem, cell_costs("value", x), None, None, time.perf_counter() - 1)
     protected, why = protect_aggregations(late, pattern, Cheapest(late))
     assert protected is None and why.startswith("time limit")
+
+
+def test_a_search_stopped_by_its_deadline_with_every_level_met_is_audited():
+    """The search's clock ran out with requirements left unchecked, but the pattern it had
+    reached meets them all: it is audited and returned, not reported as a time limit
+    with nothing unprotected."""
+    import time
+
+    from service.sdc.suppress.lps import Attacker
+    from service.sdc.suppress.problem import prepare, requirements
+    from service.sdc.suppress.result import finish
+
+    t, x = seed_table(TABLE_6)
+    sens = np.zeros(t.n_cells, bool)
+    sens[t.cell_index(("A", "I"))] = True
+    problem = TableProblem.of(t, x, sens, 30.0 * sens, 30.0 * sens)
+    start = time.perf_counter()
+    p = prepare(problem, cell_costs("value", x), None, None, start - 1)   # already late
+    pattern = sens.copy()
+    for key in (("A", "III"), ("B", "I"), ("B", "III")):
+        pattern[t.cell_index(key)] = True
+    r = finish(p, Attacker(p), None, "time_limit", "late", np.nan, 0, "fast", start,
+               start + 30, partial=(pattern, requirements(p)))
+    assert r.safe and r.status == "feasible" and (r.suppressed == pattern).all()
+    assert "audit proved the pattern safe" in r.message
+    short = sens.copy()   # nothing else suppressed: A,I is exposed by its row and column
+    r = finish(p, Attacker(p), None, "time_limit", "late", np.nan, 0, "fast", start,
+               start + 30, partial=(short, requirements(p)))
+    assert r.status == "time_limit" and not r.safe
+    assert r.unprotected.tolist() == [t.cell_index(("A", "I"))]

@@ -134,19 +134,24 @@ def finish(
         unchecked -= short
         cells = short | unchecked
         total = int(p.sensitive.sum())
-        return result(
-            none,
-            "time_limit",
-            (
-                f"time limit reached before every sensitive cell was protected: the pattern "
-                f"reached protects {total - len(cells)} of {total} sensitive cells; "
-                f"{len(short)} need further suppressions"
-                + (f" and {len(unchecked)} could not be checked in time" if unchecked else "")
-                + " (see 'unprotected'); no pattern is returned; a longer time limit may "
-                "find one"
-            ),
-            unprotected=sorted(cells),
-        )
+        if cells:
+            return result(
+                none,
+                "time_limit",
+                (
+                    f"time limit reached before every sensitive cell was protected: the pattern "
+                    f"reached protects {total - len(cells)} of {total} sensitive cells; "
+                    f"{len(short)} need further suppressions"
+                    + (f" and {len(unchecked)} could not be checked in time" if unchecked else "")
+                    + " (see 'unprotected'); no pattern is returned; a longer time limit may "
+                    "find one"
+                ),
+                unprotected=sorted(cells),
+            )
+        # The search stopped at its deadline, but the pattern it had reached meets every
+        # protection level: the audit (aggregations included) decides it.
+        y, status = pattern, "feasible"
+        unfinished = "time limit reached before the aggregations were protected"
     if known is not None and np.array_equal(known[0], y):
         audit = known[1]
     else:
