@@ -1,4 +1,5 @@
-"""Deterministic random magnitude tables for tests and benchmarks of secondary suppression.
+"""Deterministic random magnitude tables for tests and benchmarks of secondary suppression
+(and, at the end, a query's answer for the online filter: :func:`filter_answer`).
 
 A generated table has ``n`` dimensions, each flat (a total over ``k`` leaves) or a 2-level
 hierarchy (a total over groups, each group over a contiguous run of the leaves). Every leaf
@@ -209,6 +210,7 @@ def generate(shape: Sequence[int], *, groups: Sequence[int | None] | None = None
 SIZES: dict[str, dict] = {
     "10x10": dict(shape=(10, 10)),
     "30x30": dict(shape=(30, 30)),
+    "60x60 hier": dict(shape=(60, 60), groups=(6, 6)),
     "100x100 hier": dict(shape=(100, 100), groups=(10, 10)),
     "20x20x10": dict(shape=(20, 20, 10)),
     "250x200": dict(shape=(250, 200)),
@@ -223,3 +225,33 @@ def preset(name: str, seed: int = 0, **overrides) -> GeneratedTable:
     if name not in SIZES:
         raise KeyError(f"unknown size {name!r}; one of {', '.join(SIZES)}")
     return generate(**{**SIZES[name], "seed": seed, **overrides})
+
+
+# --------------------------------------------------------------------------- online filter
+
+#: A query of the online filter (``/v1/filter``) that passes its query stage.
+FILTER_QUERY = {"variables": ["industry", "county"], "population": 500000,
+                "area_population": {"county": 45000}}
+
+
+def filter_answer(n_cells: int, seed: int, form: str = "microdata") -> list[dict]:
+    """A query's answer: ``n_cells`` cells keyed (industry, county), as ``"counts"``, or
+    magnitudes with 4-8 contributions each as ``"microdata"`` columns or ``"objects"``."""
+    rng = np.random.default_rng(seed)
+    cells = []
+    for i in range(n_cells):
+        key = [f"industry-{i // 10}", f"county-{i % 10}"]
+        if form == "counts":
+            cells.append({"key": key, "count": int(rng.integers(0, 40))})
+            continue
+        values = [round(float(v), 2) for v in rng.lognormal(8, 1.2, int(rng.integers(4, 9)))]
+        respondents = [f"est-{i}-{j}" for j in range(len(values))]
+        holdings = [f"ent-{i}-{j // 2}" for j in range(len(values))]
+        if form == "microdata":
+            cells.append({"key": key, "microdata": {"value": values, "respondent": respondents,
+                                                    "holding": holdings}})
+        else:
+            cells.append({"key": key, "contributions": [
+                {"value": v, "respondent": r, "holding": h}
+                for v, r, h in zip(values, respondents, holdings)]})
+    return cells
