@@ -99,7 +99,7 @@ def test_sizes_of_the_presets():
     cells = {name: int(np.prod([n + 1 + (g or 0) for n, g in
                                 zip(kw["shape"], kw.get("groups") or [None] * 3)]))
              for name, kw in gen.SIZES.items()}
-    assert cells == {"10x10": 121, "30x30": 961, "100x100 hier": 12_321,
+    assert cells == {"10x10": 121, "30x30": 961, "60x60 hier": 4_489, "100x100 hier": 12_321,
                      "20x20x10": 4_851, "250x200": 50_451, "250x200 sparse": 50_451}
     assert gen.preset("10x10").n_cells == 121
 
