@@ -48,17 +48,20 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.load import ANALYST_KEY, FILTER_KEY, _read_reply, _request  # noqa: E402
-from benchmarks.loadgen import server  # noqa: E402
-from service import keys  # noqa: E402
+from benchmarks.load import ANALYST_KEY, FILTER_KEY, _read_reply, _request
+from service import api_keys
+from tests.servers import server
 
 #: A valid key that no request uses before case 5 (nothing about it can be cached).
 FRESH_KEY = "abuse-fresh.local-benchmark-key-0003"
 WRONG_SECRET = "load-filter.not-the-secret-000000000000"
 UNKNOWN_ID = "nobody-here.not-the-secret-000000000000"
 #: The Deployment's sizing (deploy/k8s/deployment.yaml).
-PRODUCTION = {"SDC_WORKER_THREADS": "1", "SDC_QUEUE_DEPTH": "2",
-              "SDC_MAX_BODY_BYTES": str(16 * 2**20)}
+PRODUCTION = {
+    "SDC_WORKER_THREADS": "1",
+    "SDC_QUEUE_DEPTH": "2",
+    "SDC_MAX_BODY_BYTES": str(16 * 2**20),
+}
 RULES = {"rules": [{"type": "p_percent", "p": 10}, {"type": "frequency", "n": 3}]}
 
 
@@ -157,10 +160,21 @@ def case_server(tmp: Path, limit: int, env: dict | None = None):
 
 
 def write_keys(tmp: Path) -> None:
-    (tmp / "keys.json").write_text(json.dumps({"keys": [
-        {"id": "load-filter", "role": "filter", "hash": keys.hash_key(FILTER_KEY)},
-        {"id": "load-analyst", "role": "analyst", "hash": keys.hash_key(ANALYST_KEY)},
-        {"id": "abuse-fresh", "role": "analyst", "hash": keys.hash_key(FRESH_KEY)}]}))
+    (tmp / "keys.json").write_text(
+        json.dumps(
+            {
+                "keys": [
+                    {"id": "load-filter", "role": "filter", "hash": api_keys.hash_key(FILTER_KEY)},
+                    {
+                        "id": "load-analyst",
+                        "role": "analyst",
+                        "hash": api_keys.hash_key(ANALYST_KEY),
+                    },
+                    {"id": "abuse-fresh", "role": "analyst", "hash": api_keys.hash_key(FRESH_KEY)},
+                ]
+            }
+        )
+    )
 
 
 # --- clients ---------------------------------------------------------------------------------
@@ -168,7 +182,7 @@ def write_keys(tmp: Path) -> None:
 
 @dataclass
 class Reply:
-    status: int | str   # a status, or "timeout", "closed" (no reply), "refused"
+    status: int | str  # a status, or "timeout", "closed" (no reply), "refused"
     seconds: float
     retry_after: bool = False
 
@@ -178,8 +192,7 @@ async def call(port: int, raw: bytes, timeout: float = 120.0) -> Reply:
     start = time.perf_counter()
     writer = None
     try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port),
-                                                timeout)
+        reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), timeout)
         writer.write(raw)
         status, retry_after = await asyncio.wait_for(_read_reply(reader), timeout)
         return Reply(status, time.perf_counter() - start, retry_after)
@@ -208,12 +221,16 @@ def tally(replies: list[Reply]) -> str:
     counts: dict = {}
     for r in replies:
         counts[r.status] = counts.get(r.status, 0) + 1
-    statuses = ", ".join(f"{s} x{n}" if n > 1 else str(s)
-                         for s, n in sorted(counts.items(), key=lambda kv: str(kv[0])))
+    statuses = ", ".join(
+        f"{s} x{n}" if n > 1 else str(s)
+        for s, n in sorted(counts.items(), key=lambda kv: str(kv[0]))
+    )
     seconds = np.array([r.seconds for r in replies])
     if len(replies) == 1:
         return f"{statuses} in {seconds[0]:.2f} s"
-    return f"{statuses}; answered in median {np.median(seconds):.2f} s, slowest {seconds.max():.2f} s"
+    return (
+        f"{statuses}; answered in median {np.median(seconds):.2f} s, slowest {seconds.max():.2f} s"
+    )
 
 
 def say(text: str) -> None:
@@ -228,19 +245,33 @@ def flat(name: str, n: int) -> dict:
 
 
 async def case_wide_audit(c: Case) -> None:
-    body = {"structure": {"dimensions": [flat("r", 6000), flat("c", 6000)]},
-            "cells": [{"key": ["r0", "c0"], "value": 5.0, "suppressed": True,
-                       "protection": {"upper": 1, "lower": 1}}]}
+    body = {
+        "structure": {"dimensions": [flat("r", 6000), flat("c", 6000)]},
+        "cells": [
+            {
+                "key": ["r0", "c0"],
+                "value": 5.0,
+                "suppressed": True,
+                "protection": {"upper": 1, "lower": 1},
+            }
+        ],
+    }
     raw = post("/v1/audit", body)
     reply = await call(c.port, raw, timeout=180)
     say(f"{len(raw) / 1024:.0f} KiB body: {tally([reply])}; {c.memory.peak()}")
 
 
 def frequency_body() -> dict:
-    return {"dimensions": [{"name": "a", "codes": [f"a{i}" for i in range(1000)]},
-                           {"name": "b", "codes": [f"b{i}" for i in range(1000)]}],
-            "keys": ["a"], "targets": ["b"], "cells": [{"key": ["a0", "b0"], "count": 1}],
-            "rules": {"threshold": {"t": 3}}}
+    return {
+        "dimensions": [
+            {"name": "a", "codes": [f"a{i}" for i in range(1000)]},
+            {"name": "b", "codes": [f"b{i}" for i in range(1000)]},
+        ],
+        "keys": ["a"],
+        "targets": ["b"],
+        "cells": [{"key": ["a0", "b0"], "count": 1}],
+        "rules": {"threshold": {"t": 3}},
+    }
 
 
 def client_sockets(pid: int) -> int:
@@ -265,7 +296,7 @@ async def case_unread_replies(c: Case, readers: int = 24) -> None:
     socks = []
     for _ in range(readers):
         s = socket.socket()
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)   # the kernel keeps little
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # the kernel keeps little
         s.settimeout(10)
         try:
             s.connect(("127.0.0.1", c.port))
@@ -306,18 +337,24 @@ async def case_unread_replies(c: Case, readers: int = 24) -> None:
         statuses[(status, ended)] = statuses.get((status, ended), 0) + 1
         s.close()
     summary = ", ".join(f"{s} then {e} x{n}" for (s, e), n in sorted(statuses.items()))
-    when = (f"the server held none of them {dropped_at:.1f} s after they were sent"
-            if dropped_at is not None else
-            f"the server still held {held} of them after {time.perf_counter() - start:.0f} s "
-            f"(last change at {last_change - start:.1f} s)")
-    say(f"{len(socks)} clients that never read: {summary}; {when}; {c.memory.peak()}, "
-        f"RSS now {c.memory.rss_mib():.0f} MiB")
+    when = (
+        f"the server held none of them {dropped_at:.1f} s after they were sent"
+        if dropped_at is not None
+        else f"the server still held {held} of them after {time.perf_counter() - start:.0f} s "
+        f"(last change at {last_change - start:.1f} s)"
+    )
+    say(
+        f"{len(socks)} clients that never read: {summary}; {when}; {c.memory.peak()}, "
+        f"RSS now {c.memory.rss_mib():.0f} MiB"
+    )
 
 
 async def case_degenerate_dimensions(c: Case) -> None:
     leaves = [f"l{i}" for i in range(99_999)] + ["l0"]
-    dup = {"structure": {"dimensions": [{"name": "r", "leaves": leaves}]},
-           "cells": [{"key": ["l1"], "value": 1.0, "suppressed": False}]}
+    dup = {
+        "structure": {"dimensions": [{"name": "r", "leaves": leaves}]},
+        "cells": [{"key": ["l1"], "value": 1.0, "suppressed": False}],
+    }
     reply = await call(c.port, post("/v1/audit", dup), timeout=120)
     say(f"100,000 leaves, the last a duplicate: {tally([reply])}; {c.memory.peak()}")
     if not alive(c.pid):
@@ -325,11 +362,12 @@ async def case_degenerate_dimensions(c: Case) -> None:
     c.memory.reset_peak()
     n = 60_000
     children = {"Total": ["a", "b"], **{f"x{i}": [f"x{(i + 1) % n}"] for i in range(n)}}
-    cycle = {"structure": {"dimensions": [{"name": "r", "children": children}]},
-             "cells": [{"key": ["a"], "value": 1.0, "suppressed": False}]}
+    cycle = {
+        "structure": {"dimensions": [{"name": "r", "children": children}]},
+        "cells": [{"key": ["a"], "value": 1.0, "suppressed": False}],
+    }
     reply = await call(c.port, post("/v1/audit", cycle), timeout=120)
-    say(f"children with an unreachable cycle of {n:,} codes: {tally([reply])}; "
-        f"{c.memory.peak()}")
+    say(f"children with an unreachable cycle of {n:,} codes: {tally([reply])}; {c.memory.peak()}")
 
 
 async def _half_head(port: int, sem: asyncio.Semaphore, out: list, timeout: float) -> None:
@@ -337,8 +375,7 @@ async def _half_head(port: int, sem: asyncio.Semaphore, out: list, timeout: floa
     writer = None
     try:
         async with sem:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection("127.0.0.1", port), 10)
+            reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 10)
         writer.write(b"POST /v1/sensitivity HTTP/1.1\r\nHost: 127.0.0.1\r\n")
         data = await asyncio.wait_for(reader.read(4096), timeout)
         status = int(data[9:12]) if data.startswith(b"HTTP/1.1") else "closed"
@@ -352,8 +389,9 @@ async def _half_head(port: int, sem: asyncio.Semaphore, out: list, timeout: floa
             writer.close()
 
 
-async def _drip(port: int, head: bytes, first: bytes, chunk: bytes, every: float,
-                limit: float) -> Reply:
+async def _drip(
+    port: int, head: bytes, first: bytes, chunk: bytes, every: float, limit: float
+) -> Reply:
     """Send ``head`` and ``first``, then ``chunk`` every ``every`` seconds until a reply
     (or ``limit`` seconds)."""
     start = time.perf_counter()
@@ -379,21 +417,27 @@ async def _drip(port: int, head: bytes, first: bytes, chunk: bytes, every: float
 
 
 def _head(path: str, length: int, key: str = ANALYST_KEY) -> bytes:
-    return (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-            f"X-API-Key: {key}\r\nContent-Length: {length}\r\n\r\n").encode()
+    return (
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"X-API-Key: {key}\r\nContent-Length: {length}\r\n\r\n"
+    ).encode()
 
 
 def sensitivity_body(n_cells: int) -> bytes:
-    cells = [{"key": [f"k{i}"], "contributions": [{"value": 100.0 + i % 7}, {"value": 50.0},
-                                                    {"value": 3.0}]} for i in range(n_cells)]
+    cells = [
+        {
+            "key": [f"k{i}"],
+            "contributions": [{"value": 100.0 + i % 7}, {"value": 50.0}, {"value": 3.0}],
+        }
+        for i in range(n_cells)
+    ]
     return orjson.dumps({"cells": cells, "rules": RULES})
 
 
 async def case_slow_clients(c: Case, connections: int = 2000) -> None:
     out: list[Reply] = []
     sem = asyncio.Semaphore(200)
-    attack = [asyncio.ensure_future(_half_head(c.port, sem, out, 60))
-              for _ in range(connections)]
+    attack = [asyncio.ensure_future(_half_head(c.port, sem, out, 60)) for _ in range(connections)]
     small = post("/v1/sensitivity", sensitivity_body(10))
     legit: list[tuple[float, Reply, Reply]] = []
     start = time.perf_counter()
@@ -405,17 +449,22 @@ async def case_slow_clients(c: Case, connections: int = 2000) -> None:
     say(f"{connections} connections sending half a request head: {tally(out)}")
     ok = [at for at, h, s in legit if h.status == 200 and s.status == 200]
     health = tally([h for _, h, _ in legit])
-    say(f"  meanwhile, once a second, /healthz: {health}; a small /v1/sensitivity: "
+    say(
+        f"  meanwhile, once a second, /healthz: {health}; a small /v1/sensitivity: "
         f"{tally([s for _, _, s in legit])}; first time both answered 200: "
-        f"{f'{ok[0]:.1f} s' if ok else 'never'}; {c.memory.peak()}")
+        f"{f'{ok[0]:.1f} s' if ok else 'never'}; {c.memory.peak()}"
+    )
 
     drip = await _drip(c.port, _head("/v1/sensitivity", 1000), b"", b" ", 1.0, 60)
     say(f"a 1,000-byte body dripped at 1 byte/s: {tally([drip])}")
 
-    large = sensitivity_body(6000)   # over 256 KiB: needs one of the 3 admission slots
-    slow = [asyncio.ensure_future(_drip(c.port, _head("/v1/sensitivity", 2**20),
-                                        b" " * 10240, b" " * 1024, 1.0, 60))
-            for _ in range(3)]
+    large = sensitivity_body(6000)  # over 256 KiB: needs one of the 3 admission slots
+    slow = [
+        asyncio.ensure_future(
+            _drip(c.port, _head("/v1/sensitivity", 2**20), b" " * 10240, b" " * 1024, 1.0, 60)
+        )
+        for _ in range(3)
+    ]
     await asyncio.sleep(0.5)
     tries: list[Reply] = []
     start = time.perf_counter()
@@ -429,9 +478,11 @@ async def case_slow_clients(c: Case, connections: int = 2000) -> None:
         await asyncio.sleep(0.5)
     slow_replies = await asyncio.gather(*slow)
     say(f"3 bodies of 1 MiB dripped at 1 KiB/s: {tally(slow_replies)}")
-    say(f"  a legitimate {len(large) / 1024:.0f} KiB request every 0.5 s meanwhile: "
+    say(
+        f"  a legitimate {len(large) / 1024:.0f} KiB request every 0.5 s meanwhile: "
         f"{tally(tries)}; first 200 after "
-        f"{f'{first_ok:.1f} s' if first_ok is not None else 'never (45 s)'}; {c.memory.peak()}")
+        f"{f'{first_ok:.1f} s' if first_ok is not None else 'never (45 s)'}; {c.memory.peak()}"
+    )
 
 
 async def case_wrong_keys(c: Case, flood: int = 400, rounds: int = 100) -> None:
@@ -450,21 +501,41 @@ async def case_wrong_keys(c: Case, flood: int = 400, rounds: int = 100) -> None:
             r = await call(c.port, raw, 10)
             if r.status == 401:
                 times[label].append(r.seconds * 1000)
-    parts = [f"{label}: median {np.median(ms):.2f} ms, p90 {np.percentile(ms, 90):.2f} ms "
-             f"({len(ms)} x 401)" for label, ms in times.items() if ms]
-    say(f"timing over {rounds} alternating requests each: " + "; ".join(parts)
-        + f"; {c.memory.peak()}")
+    parts = [
+        f"{label}: median {np.median(ms):.2f} ms, p90 {np.percentile(ms, 90):.2f} ms "
+        f"({len(ms)} x 401)"
+        for label, ms in times.items()
+        if ms
+    ]
+    say(
+        f"timing over {rounds} alternating requests each: "
+        + "; ".join(parts)
+        + f"; {c.memory.peak()}"
+    )
 
 
 def suppress_body(n: int, seconds: float) -> bytes:
     """An n x n table whose exact suppression runs until its time limit."""
     rng = np.random.default_rng(n)
-    cells = [{"key": [f"r{i}", f"c{j}"], "contributions": [
-        {"value": float(v)} for v in rng.integers(1, 1000, int(rng.integers(1, 6)))]}
-        for i in range(n) for j in range(n)]
-    return orjson.dumps({"structure": {"dimensions": [flat("r", n), flat("c", n)]},
-                         "cells": cells, "rules": RULES, "method": "exact",
-                         "time_limit": seconds})
+    cells = [
+        {
+            "key": [f"r{i}", f"c{j}"],
+            "contributions": [
+                {"value": float(v)} for v in rng.integers(1, 1000, int(rng.integers(1, 6)))
+            ],
+        }
+        for i in range(n)
+        for j in range(n)
+    ]
+    return orjson.dumps(
+        {
+            "structure": {"dimensions": [flat("r", n), flat("c", n)]},
+            "cells": cells,
+            "rules": RULES,
+            "method": "exact",
+            "time_limit": seconds,
+        }
+    )
 
 
 async def _answered(port: int, raw: bytes) -> tuple[Reply, float]:
@@ -478,7 +549,7 @@ async def case_sigterm(c: Case, label: str) -> None:
     await asyncio.sleep(1.0)
     queued = [asyncio.ensure_future(_answered(c.port, raw)) for _ in range(2)]
     await asyncio.sleep(1.0)
-    peak = c.memory.peak()   # before the process ends
+    peak = c.memory.peak()  # before the process ends
     signalled = time.perf_counter()
     os.kill(c.pid, signal.SIGTERM)
     answered = await asyncio.gather(running, *queued)
@@ -490,25 +561,30 @@ async def case_sigterm(c: Case, label: str) -> None:
         await asyncio.sleep(0.1)
     replies = [r for r, _ in answered]
     after = [f"{r.status} {at - signalled:.1f} s after SIGTERM" for r, at in answered]
-    say(f"{label}: running solve (8 s): {after[0]}; queued: {after[1]}, {after[2]}; "
+    say(
+        f"{label}: running solve (8 s): {after[0]}; queued: {after[1]}, {after[2]}; "
         f"Retry-After on the 503s: {all(r.retry_after for r in replies if r.status == 503)}; "
         f"process gone {f'{exited:.1f} s' if exited is not None else 'NOT within 120 s'} "
-        f"after SIGTERM; {peak}")
+        f"after SIGTERM; {peak}"
+    )
 
 
 CASES = {
-    "1": ("(1) /v1/audit, two flat dimensions of 6,000 leaves, one cell",
-          [({}, case_wide_audit)]),
-    "2": ("(2) /v1/frequency/sensitivity, 1,000 x 1,000 codes, one cell",
-          [({}, case_unread_replies)]),
+    "1": ("(1) /v1/audit, two flat dimensions of 6,000 leaves, one cell", [({}, case_wide_audit)]),
+    "2": (
+        "(2) /v1/frequency/sensitivity, 1,000 x 1,000 codes, one cell",
+        [({}, case_unread_replies)],
+    ),
     "3": ("(3) degenerate dimensions (/v1/audit)", [({}, case_degenerate_dimensions)]),
     "4": ("(4) slow clients", [({}, case_slow_clients)]),
     "5": ("(5) wrong keys", [({}, case_wrong_keys)]),
-    "6": ("(6) SIGTERM with one solve running and two queued (1 thread + 2 queued)", [
-        ({"SDC_SHUTDOWN_SECONDS": "75"},
-         lambda c: case_sigterm(c, "SDC_SHUTDOWN_SECONDS=75")),
-        ({"SDC_SHUTDOWN_SECONDS": "3"},
-         lambda c: case_sigterm(c, "SDC_SHUTDOWN_SECONDS=3"))]),
+    "6": (
+        "(6) SIGTERM with one solve running and two queued (1 thread + 2 queued)",
+        [
+            ({"SDC_SHUTDOWN_SECONDS": "75"}, lambda c: case_sigterm(c, "SDC_SHUTDOWN_SECONDS=75")),
+            ({"SDC_SHUTDOWN_SECONDS": "3"}, lambda c: case_sigterm(c, "SDC_SHUTDOWN_SECONDS=3")),
+        ],
+    ),
 }
 
 
@@ -516,8 +592,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cases", nargs="*", default=list(CASES), choices=list(CASES))
     parser.add_argument("--memory-limit", type=float, default=3.0, help="GiB (the pod's)")
-    parser.add_argument("--case-seconds", type=float, default=300,
-                        help="deadline of each case")
+    parser.add_argument("--case-seconds", type=float, default=300, help="deadline of each case")
     args = parser.parse_args()
     # 2,000 client connections in this process, besides the server's own.
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -536,7 +611,7 @@ def main() -> None:
                         asyncio.run(asyncio.wait_for(run(c), args.case_seconds))
                 except TimeoutError:
                     say(f"case not finished within {args.case_seconds:g} s: stopped")
-                except Exception as exc:   # report and go on with the next case
+                except Exception as exc:  # report and go on with the next case
                     say(f"case failed: {type(exc).__name__}: {exc}")
 
 

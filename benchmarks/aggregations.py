@@ -26,11 +26,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from benchmarks.suppress import instance  # noqa: E402
-from service.sdc.audit import audit_pattern, feasibility_intervals  # noqa: E402
-from service.sdc.suppress import suppress  # noqa: E402
+from benchmarks.suppress import instance
+from service.sdc.audit import audit_pattern, feasibility_intervals
+from service.sdc.suppress import suppress
 
 _BEFORE = """
 import json, sys, time, numpy as np
@@ -59,11 +59,18 @@ def audit_three_ways(inst, y):
     _, t_unions = timed(lambda: inst.unions.check(g.table, g.values, y, inst.sensitive))
     full, t_full = timed(lambda: audit_pattern(inst.problem, y, time_limit=600))
     agg = full.aggregations
-    return dict(intervals_s=t_iv, before_s=t_iv + t_unions, full_s=t_full,
-                verdict=full.verdict, aggregations=agg.status if agg else "-",
-                groups=agg.groups if agg else 0, screened=agg.screened if agg else 0,
-                mips=agg.mip_solves if agg else 0, derived=len(full.derived),
-                reasons="; ".join(full.reasons))
+    return dict(
+        intervals_s=t_iv,
+        before_s=t_iv + t_unions,
+        full_s=t_full,
+        verdict=full.verdict,
+        aggregations=agg.status if agg else "-",
+        groups=agg.groups if agg else 0,
+        screened=agg.screened if agg else 0,
+        mips=agg.mip_solves if agg else 0,
+        derived=len(full.derived),
+        reasons="; ".join(full.reasons),
+    )
 
 
 def main(argv=None):
@@ -78,47 +85,68 @@ def main(argv=None):
     for name in args.sizes:
         inst = instance(name, args.seed)
         g = inst.g
-        r, t_fast = timed(lambda: suppress(inst.problem, cost=inst.cost, method="fast",
-                                           time_limit=args.fast_limit))
-        row = dict(size=name, cells=g.n_cells, primary=int(inst.sensitive.sum()),
-                   fast_s=t_fast, fast_status=r.status, secondary=int(r.secondary.sum()),
-                   value_pct=100 * float(np.abs(g.values)[r.suppressed].sum()
-                                         / np.abs(g.values).sum()))
+        r, t_fast = timed(
+            lambda inst=inst: suppress(
+                inst.problem, cost=inst.cost, method="fast", time_limit=args.fast_limit
+            )
+        )
+        row = dict(
+            size=name,
+            cells=g.n_cells,
+            primary=int(inst.sensitive.sum()),
+            fast_s=t_fast,
+            fast_status=r.status,
+            secondary=int(r.secondary.sum()),
+            value_pct=100 * float(np.abs(g.values)[r.suppressed].sum() / np.abs(g.values).sum()),
+        )
         if r.status != "no_safe_pattern":
             row.update(audit_three_ways(inst, r.suppressed))
         if args.before:
-            code = _BEFORE.format(root=str(args.before), name=name, seed=args.seed,
-                                  limit=args.fast_limit)
-            out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                                 cwd=args.before)
+            code = _BEFORE.format(
+                root=str(args.before), name=name, seed=args.seed, limit=args.fast_limit
+            )
+            out = subprocess.run(
+                [sys.executable, "-c", code], capture_output=True, text=True, cwd=args.before
+            )
             before = json.loads(out.stdout.strip().splitlines()[-1])
             y = np.zeros(g.n_cells, bool)
             y[before["suppressed"]] = True
-            row.update(before_fast_s=before["seconds"], before_status=before["status"],
-                       before_secondary=int((y & ~inst.sensitive).sum()))
+            row.update(
+                before_fast_s=before["seconds"],
+                before_status=before["status"],
+                before_secondary=int((y & ~inst.sensitive).sum()),
+            )
             if y.any():
                 b = audit_three_ways(inst, y)
                 row.update(before_verdict=b["verdict"], before_aggregations=b["aggregations"])
         rows.append(row)
         print(json.dumps(row), flush=True)
     print()
-    print(f"{'size':<13} {'cells':>6} {'prim':>5} {'fast s':>7} {'sec':>5} {'value%':>6} "
-          f"{'interv s':>8} {'before s':>8} {'full s':>7} {'ratio':>6} {'groups':>6} "
-          f"{'screen':>6} {'MIPs':>4} verdict")
+    print(
+        f"{'size':<13} {'cells':>6} {'prim':>5} {'fast s':>7} {'sec':>5} {'value%':>6} "
+        f"{'interv s':>8} {'before s':>8} {'full s':>7} {'ratio':>6} {'groups':>6} "
+        f"{'screen':>6} {'MIPs':>4} verdict"
+    )
     for r in rows:
         if "full_s" not in r:
-            print(f"{r['size']:<13} {r['cells']:>6} {r['primary']:>5} {r['fast_s']:>7.1f} "
-                  f"{r['fast_status']}")
+            print(
+                f"{r['size']:<13} {r['cells']:>6} {r['primary']:>5} {r['fast_s']:>7.1f} "
+                f"{r['fast_status']}"
+            )
             continue
-        print(f"{r['size']:<13} {r['cells']:>6} {r['primary']:>5} {r['fast_s']:>7.1f} "
-              f"{r['secondary']:>5} {r['value_pct']:>6.2f} {r['intervals_s']:>8.2f} "
-              f"{r['before_s']:>8.2f} {r['full_s']:>7.2f} {r['full_s'] / r['before_s']:>5.1f}x "
-              f"{r['groups']:>6} {r['screened']:>6} {r['mips']:>4} {r['verdict']}")
+        print(
+            f"{r['size']:<13} {r['cells']:>6} {r['primary']:>5} {r['fast_s']:>7.1f} "
+            f"{r['secondary']:>5} {r['value_pct']:>6.2f} {r['intervals_s']:>8.2f} "
+            f"{r['before_s']:>8.2f} {r['full_s']:>7.2f} {r['full_s'] / r['before_s']:>5.1f}x "
+            f"{r['groups']:>6} {r['screened']:>6} {r['mips']:>4} {r['verdict']}"
+        )
         if "before_fast_s" in r:
-            print(f"{'  earlier fast':<13} {'':>6} {'':>5} {r['before_fast_s']:>7.1f} "
-                  f"{r['before_secondary']:>5}  full audit of its pattern: "
-                  f"{r.get('before_verdict', '-')} (aggregations "
-                  f"{r.get('before_aggregations', '-')})")
+            print(
+                f"{'  earlier fast':<13} {'':>6} {'':>5} {r['before_fast_s']:>7.1f} "
+                f"{r['before_secondary']:>5}  full audit of its pattern: "
+                f"{r.get('before_verdict', '-')} (aggregations "
+                f"{r.get('before_aggregations', '-')})"
+            )
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
 

@@ -24,11 +24,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from service.sdc.audit import feasibility_intervals  # noqa: E402
-from service.sdc.table import Hierarchy, Table  # noqa: E402
-from tests.reference import feasibility_intervals_naive  # noqa: E402
+from service.sdc.audit import feasibility_intervals
+from service.sdc.table import Hierarchy, Table
+from tests.reference import feasibility_intervals_naive
 
 
 def flat(name: str, n: int) -> Hierarchy:
@@ -53,7 +53,7 @@ def pattern(table: Table, rng: np.random.Generator, share: float = 0.10) -> np.n
         lonely = np.flatnonzero(count == 1)
         added = False
         for r in lonely:
-            members = a.indices[a.indptr[r]:a.indptr[r + 1]]
+            members = a.indices[a.indptr[r] : a.indptr[r + 1]]
             free = members[table.is_leaf[members] & ~suppressed[members]]
             if free.size:
                 suppressed[rng.choice(free)] = True
@@ -77,47 +77,68 @@ def run_case(name: str, table: Table, seed: int, sample: int, full_naive: bool) 
         cells = ours.cells
     else:
         cells = np.sort(sampler.choice(ours.cells, size=sample // 2, replace=False))
-    naive = feasibility_intervals_naive(table, values, suppressed, cells=cells,
-                                        time_limit=3600)
+    naive = feasibility_intervals_naive(table, values, suppressed, cells=cells, time_limit=3600)
     assert naive.status == "optimal", naive.message
     at = np.searchsorted(ours.cells, cells)
-    diff = max(np.max(np.abs(ours.lower[at] - naive.lower)),
-               np.max(np.abs(ours.upper[at] - naive.upper)))
+    diff = max(
+        np.max(np.abs(ours.lower[at] - naive.lower)), np.max(np.abs(ours.upper[at] - naive.upper))
+    )
     measured = len(cells) == len(ours.cells)
     naive_seconds = naive.seconds * (1 if measured else n_lp_naive / naive.n_lp_solves)
-    return dict(case=name, cells=table.n_cells, suppressed=len(ours.cells),
-                components=ours.n_components, lps=ours.n_lp_solves, ours=ours.seconds,
-                naive_lps=n_lp_naive, naive=naive_seconds,
-                naive_how="measured" if measured else f"extrapolated from {naive.n_lp_solves}",
-                speedup=naive_seconds / ours.seconds, max_diff=diff)
+    return dict(
+        case=name,
+        cells=table.n_cells,
+        suppressed=len(ours.cells),
+        components=ours.n_components,
+        lps=ours.n_lp_solves,
+        ours=ours.seconds,
+        naive_lps=n_lp_naive,
+        naive=naive_seconds,
+        naive_how="measured" if measured else f"extrapolated from {naive.n_lp_solves}",
+        speedup=naive_seconds / ours.seconds,
+        max_diff=diff,
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--sample", type=int, default=200,
-                        help="naive LPs to time when extrapolating (default 200)")
-    parser.add_argument("--full-naive", action="store_true",
-                        help="run the naive baseline on every LP instead of a sample")
-    parser.add_argument("--intervals-only", action="store_true",
-                        help="skip the full audit of generated tables (several minutes)")
+    parser.add_argument(
+        "--sample", type=int, default=200, help="naive LPs to time when extrapolating (default 200)"
+    )
+    parser.add_argument(
+        "--full-naive",
+        action="store_true",
+        help="run the naive baseline on every LP instead of a sample",
+    )
+    parser.add_argument(
+        "--intervals-only",
+        action="store_true",
+        help="skip the full audit of generated tables (several minutes)",
+    )
     args = parser.parse_args(argv)
     cases = [
         ("(a) 2-D 100x100", Table([flat("r", 100), flat("c", 100)])),
         ("(b) 3-D 20x20x10", Table([flat("r", 20), flat("c", 20), flat("l", 10)])),
         ("(c) hier 200x50", Table([grouped("h", 20, 10), flat("c", 50)])),
     ]
-    rows = [run_case(name, table, args.seed + i, args.sample, args.full_naive)
-            for i, (name, table) in enumerate(cases)]
+    rows = [
+        run_case(name, table, args.seed + i, args.sample, args.full_naive)
+        for i, (name, table) in enumerate(cases)
+    ]
 
-    header = (f"{'case':<18} {'cells':>6} {'suppr':>6} {'groups':>6} {'LPs':>6} "
-              f"{'ours s':>8} {'naive LPs':>9} {'naive s':>9} {'speed-up':>9}  naive timing")
+    header = (
+        f"{'case':<18} {'cells':>6} {'suppr':>6} {'groups':>6} {'LPs':>6} "
+        f"{'ours s':>8} {'naive LPs':>9} {'naive s':>9} {'speed-up':>9}  naive timing"
+    )
     print(header)
     print("-" * len(header))
     for r in rows:
-        print(f"{r['case']:<18} {r['cells']:>6} {r['suppressed']:>6} {r['components']:>6} "
-              f"{r['lps']:>6} {r['ours']:>8.3f} {r['naive_lps']:>9} {r['naive']:>9.2f} "
-              f"{r['speedup']:>8.1f}x  {r['naive_how']}")
+        print(
+            f"{r['case']:<18} {r['cells']:>6} {r['suppressed']:>6} {r['components']:>6} "
+            f"{r['lps']:>6} {r['ours']:>8.3f} {r['naive_lps']:>9} {r['naive']:>9.2f} "
+            f"{r['speedup']:>8.1f}x  {r['naive_how']}"
+        )
     worst = max(r["max_diff"] for r in rows)
     print(f"\nlargest |ours - naive| over the checked bounds: {worst:.2e}")
     print("LPs (ours): solves actually run; bounds attained by an earlier optimum need none.")
@@ -126,6 +147,7 @@ def main(argv: list[str] | None = None) -> None:
         # the explicit unions (the audit before), and every aggregation.
         print("\nFull audit (intervals and every aggregation) of the fast method's patterns:")
         from benchmarks import aggregations
+
         aggregations.main(["--sizes", "100x100 hier", "20x20x10"])
 
 

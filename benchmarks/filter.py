@@ -37,24 +37,43 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.load import FILTER_KEY, _read_reply, _request  # noqa: E402
-from benchmarks import machine  # noqa: E402
-from benchmarks.loadgen import Server, server  # noqa: E402
-from schemas.filter import FilterRequest  # noqa: E402
-from schemas.profiles import Profile  # noqa: E402
-from service import keys  # noqa: E402
-from service.api import query_filter as filter_route  # noqa: E402
+from benchmarks import machine
+from benchmarks.load import FILTER_KEY, _read_reply, _request
+from schemas.filter import FilterRequest
+from schemas.profiles import Profile
+from service import api_keys
+from service.pipeline.query_filter import screen
+from tests.generate import FILTER_QUERY, filter_answer
+from tests.servers import Server, server
 
 RULES = {"rules": [{"type": "p_percent", "p": 10}, {"type": "frequency", "n": 3}]}
-QUERY_RULES = {"max_dimensions": 3, "min_area_population": {"county": 20000},
-               "forbidden_combinations": [["age", "occupation"]]}
-PROFILES = {"profiles": {
-    "online-noise": {"rules": RULES, "filter": {"query": QUERY_RULES, "statistical": {
-        "approach": "noise", "d": 0.1, "jitter": 0.03, "ratio_range": [0.85, 1.15],
-        "min_weighted_count": 3, "p": 10}}},
-    "online-refuse": {"rules": RULES, "filter": {"query": QUERY_RULES,
-                                                 "statistical": {"approach": "refuse"}}},
-}}
+QUERY_RULES = {
+    "max_dimensions": 3,
+    "min_area_population": {"county": 20000},
+    "forbidden_combinations": [["age", "occupation"]],
+}
+PROFILES = {
+    "profiles": {
+        "online-noise": {
+            "rules": RULES,
+            "filter": {
+                "query": QUERY_RULES,
+                "statistical": {
+                    "approach": "noise",
+                    "d": 0.1,
+                    "jitter": 0.03,
+                    "ratio_range": [0.85, 1.15],
+                    "min_weighted_count": 3,
+                    "p": 10,
+                },
+            },
+        },
+        "online-refuse": {
+            "rules": RULES,
+            "filter": {"query": QUERY_RULES, "statistical": {"approach": "refuse"}},
+        },
+    }
+}
 #: name: (profile, form of the answer, seed of its figures)
 SCENARIOS = {
     "noise, microdata": ("online-noise", "microdata", 1),
@@ -64,35 +83,11 @@ SCENARIOS = {
     "refuse, counts": ("online-refuse", "counts", 2),
 }
 NOISE_SECRET = "benchmark-noise-secret-0123456789"
-QUERY = {"variables": ["industry", "county"], "population": 500000,
-         "area_population": {"county": 45000}}
 
 
-def answer(n_cells: int, seed: int, form: str = "microdata") -> list[dict]:
-    """A query's answer: ``n_cells`` cells keyed (industry, county), as ``"counts"``, or
-    magnitudes with 4-8 contributions each as ``"microdata"`` columns or ``"objects"``."""
-    rng = np.random.default_rng(seed)
-    cells = []
-    for i in range(n_cells):
-        key = [f"industry-{i // 10}", f"county-{i % 10}"]
-        if form == "counts":
-            cells.append({"key": key, "count": int(rng.integers(0, 40))})
-            continue
-        values = [round(float(v), 2) for v in rng.lognormal(8, 1.2, int(rng.integers(4, 9)))]
-        respondents = [f"est-{i}-{j}" for j in range(len(values))]
-        holdings = [f"ent-{i}-{j // 2}" for j in range(len(values))]
-        if form == "microdata":
-            cells.append({"key": key, "microdata": {"value": values, "respondent": respondents,
-                                                    "holding": holdings}})
-        else:
-            cells.append({"key": key, "contributions": [
-                {"value": v, "respondent": r, "holding": h}
-                for v, r, h in zip(values, respondents, holdings)]})
-    return cells
-
-
-async def _open_loop(port: int, raw: bytes, rate: float, seconds: float,
-                     connections: int) -> tuple[np.ndarray, dict, float]:
+async def _open_loop(
+    port: int, raw: bytes, rate: float, seconds: float, connections: int
+) -> tuple[np.ndarray, dict, float]:
     """Send ``raw`` at ``rate`` per second for ``seconds``; latencies from due times."""
     n = int(rate * seconds)
     due = asyncio.Queue()
@@ -133,20 +128,21 @@ def measure(srv: Server, body: dict, rate: float, seconds: float, connections: i
     is CPU the server does not get), and the state of the machine: its speed before the
     pass (:func:`work_probe`) and its stalls during it (:func:`machine.watch`)."""
     raw = _request("/v1/filter", orjson.dumps(body), FILTER_KEY)
-    asyncio.run(_open_loop(srv.port, raw, rate, 3, connections))      # warm-up
+    asyncio.run(_open_loop(srv.port, raw, rate, 3, connections))  # warm-up
     speed = work_probe(body)
     with machine.watch() as stalls:
         server_cpu, client_cpu = srv.cpu_seconds(), time.process_time()
-        lat, statuses, elapsed = asyncio.run(_open_loop(srv.port, raw, rate, seconds,
-                                                        connections))
+        lat, statuses, elapsed = asyncio.run(_open_loop(srv.port, raw, rate, seconds, connections))
         server_ms = (srv.cpu_seconds() - server_cpu) / len(lat) * 1000
         client_ms = (time.process_time() - client_cpu) / len(lat) * 1000
     ms = lat * 1000
-    return (f"{len(lat) / elapsed:5.0f} req/s  p50 {np.percentile(ms, 50):6.2f} ms  "
-            f"p90 {np.percentile(ms, 90):6.2f} ms  p99 {np.percentile(ms, 99):6.2f} ms  "
-            f"max {ms.max():7.2f} ms  CPU/req server {server_ms:4.2f} ms client "
-            f"{client_ms:4.2f} ms  statuses {dict(sorted(statuses.items()))}\n"
-            f"  {'':<18} same work in this process {speed:.2f} ms, {stalls.line()}")
+    return (
+        f"{len(lat) / elapsed:5.0f} req/s  p50 {np.percentile(ms, 50):6.2f} ms  "
+        f"p90 {np.percentile(ms, 90):6.2f} ms  p99 {np.percentile(ms, 99):6.2f} ms  "
+        f"max {ms.max():7.2f} ms  CPU/req server {server_ms:4.2f} ms client "
+        f"{client_ms:4.2f} ms  statuses {dict(sorted(statuses.items()))}\n"
+        f"  {'':<18} same work in this process {speed:.2f} ms, {stalls.line()}"
+    )
 
 
 def work_probe(body: dict, repeat: int = 200) -> float:
@@ -160,44 +156,81 @@ def work_probe(body: dict, repeat: int = 200) -> float:
     for _ in range(repeat):
         start = time.perf_counter()
         request = FilterRequest.model_validate_json(raw)
-        filter_route.screen(request, profile.rules, profile.filter, NOISE_SECRET.encode(),
-                             False)
+        screen(request, profile.rules, profile.filter, NOISE_SECRET.encode(), False)
         best = min(best, time.perf_counter() - start)
     return best * 1000
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rate", type=float, nargs="+", default=[500, 750, 1000],
-                        help="requests per second (one pass of every scenario per rate)")
+    parser.add_argument(
+        "--rate",
+        type=float,
+        nargs="+",
+        default=[500, 750, 1000],
+        help="requests per second (one pass of every scenario per rate)",
+    )
     parser.add_argument("--seconds", type=float, default=30, help="per scenario")
     parser.add_argument("--cells", type=int, default=50)
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--workers", type=int, default=1, help="SDC_WORKERS (processes)")
     parser.add_argument("--scenario", nargs="+", choices=SCENARIOS, default=list(SCENARIOS))
-    parser.add_argument("--busy-neighbours", type=int, default=0, metavar="N",
-                        help="processes spinning on the CPU during the run (a noisy neighbour)")
+    parser.add_argument(
+        "--busy-neighbours",
+        type=int,
+        default=0,
+        metavar="N",
+        help="processes spinning on the CPU during the run (a noisy neighbour)",
+    )
     args = parser.parse_args()
 
-    bodies = {name: {"profile": profile, "query": QUERY, "cells": answer(args.cells, seed, form)}
-              for name, (profile, form, seed) in SCENARIOS.items() if name in args.scenario}
+    bodies = {
+        name: {
+            "profile": profile,
+            "query": FILTER_QUERY,
+            "cells": filter_answer(args.cells, seed, form),
+        }
+        for name, (profile, form, seed) in SCENARIOS.items()
+        if name in args.scenario
+    }
     with tempfile.TemporaryDirectory() as tmp:
         key_file, profiles = Path(tmp) / "keys.json", Path(tmp) / "profiles.json"
-        key_file.write_text(json.dumps({"keys": [
-            {"id": "load-filter", "role": "filter", "hash": keys.hash_key(FILTER_KEY)}]}))
+        key_file.write_text(
+            json.dumps(
+                {
+                    "keys": [
+                        {
+                            "id": "load-filter",
+                            "role": "filter",
+                            "hash": api_keys.hash_key(FILTER_KEY),
+                        }
+                    ]
+                }
+            )
+        )
         profiles.write_text(json.dumps(PROFILES))
-        env = {"SDC_API_KEYS_FILE": str(key_file), "SDC_PROFILES": str(profiles),
-               "SDC_NOISE_SECRET": NOISE_SECRET}
-        with server(env, workers=args.workers) as srv, machine.busy_neighbours(args.busy_neighbours):
+        env = {
+            "SDC_API_KEYS_FILE": str(key_file),
+            "SDC_PROFILES": str(profiles),
+            "SDC_NOISE_SECRET": NOISE_SECRET,
+        }
+        with (
+            server(env, workers=args.workers) as srv,
+            machine.busy_neighbours(args.busy_neighbours),
+        ):
             for rate in args.rate:
-                print(f"POST /v1/filter, {args.cells} cells, open loop at {rate:.0f} req/s for "
-                      f"{args.seconds:.0f} s per scenario, {args.connections} connections, "
-                      f"{args.workers} server process(es), {args.busy_neighbours} busy "
-                      f"neighbour(s), latency from each request's due time; load average "
-                      f"before: {os.getloadavg()[0]:.2f}")
+                print(
+                    f"POST /v1/filter, {args.cells} cells, open loop at {rate:.0f} req/s for "
+                    f"{args.seconds:.0f} s per scenario, {args.connections} connections, "
+                    f"{args.workers} server process(es), {args.busy_neighbours} busy "
+                    f"neighbour(s), latency from each request's due time; load average "
+                    f"before: {os.getloadavg()[0]:.2f}"
+                )
                 for name, body in bodies.items():
-                    print(f"  {name:<18} {measure(srv, body, rate, args.seconds, args.connections)}",
-                          flush=True)
+                    print(
+                        f"  {name:<18} {measure(srv, body, rate, args.seconds, args.connections)}",
+                        flush=True,
+                    )
 
 
 if __name__ == "__main__":

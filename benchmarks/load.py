@@ -7,9 +7,10 @@ duration, and it stops by itself.
 
 1. **Mixed** (``--seconds``, default 60): closed-loop connections, each sending one kind
    of request: the online filter on a 50-cell answer (``/v1/filter``, noise approach,
-   filter role), primary sensitivity of 100 cells (filter role), audit of a 20 x 20 table with margins and a suppression pattern, secondary suppression
-   of a 10 x 10 table, and one connection cycling through the OpenAPI example of every
-   other ``/v1`` operation (so routes added later are included). Expected: no status
+   filter role), primary sensitivity of 100 cells (filter role), audit of a 20 x 20 table
+   with margins and a suppression pattern, secondary suppression of a 10 x 10 table,
+   and one connection cycling through the OpenAPI example of every other ``/v1``
+   operation (so routes added later are included). Expected: no status
    other than 200, and 503 only by design.
 2. **Saturation** (``--saturate-seconds``, default 30): many connections send tables
    large enough for the pool (``INLINE_CELLS``) without honouring Retry-After, while a probe
@@ -35,9 +36,9 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.loadgen import server  # noqa: E402
-from service import keys  # noqa: E402
-from service.api.work import INLINE_CELLS  # noqa: E402
+from service import api_keys
+from service.api.compute_pool import INLINE_CELLS
+from tests.servers import server
 
 FILTER_KEY = "load-filter.local-benchmark-key-0001"
 ANALYST_KEY = "load-analyst.local-benchmark-key-0002"
@@ -47,6 +48,7 @@ RULES = {"rules": [{"type": "p_percent", "p": 10}, {"type": "frequency", "n": 3}
 @dataclass
 class Tally:
     """Replies of one kind of request."""
+
     latencies: list = field(default_factory=list)
     statuses: dict = field(default_factory=dict)
     missing_retry_after: int = 0
@@ -66,13 +68,17 @@ class Tally:
         ms = np.array(self.latencies) * 1000
         p50, p99 = (np.percentile(ms, 50), np.percentile(ms, 99)) if ms.size else (np.nan,) * 2
         share = self.statuses.get(503, 0) / max(self.count, 1)
-        return (f"{label:<26} {self.count / seconds:8.1f} req/s  p50 {p50:8.2f} ms  "
-                f"p99 {p99:8.2f} ms  503 {share:6.1%}  statuses {dict(sorted(self.statuses.items()))}")
+        return (
+            f"{label:<26} {self.count / seconds:8.1f} req/s  p50 {p50:8.2f} ms  "
+            f"p99 {p99:8.2f} ms  503 {share:6.1%}  statuses {dict(sorted(self.statuses.items()))}"
+        )
 
 
 def _request(path: str, body: bytes, key: str) -> bytes:
-    return (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-            f"X-API-Key: {key}\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
+    return (
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"X-API-Key: {key}\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
 
 
 async def _read_reply(reader) -> tuple[int, bool]:
@@ -89,8 +95,9 @@ async def _read_reply(reader) -> tuple[int, bool]:
     return int(head[9:12]), retry_after
 
 
-async def _client(port: int, requests: list[tuple[str, bytes]], stop_at: float,
-                  tallies: dict[str, Tally]) -> None:
+async def _client(
+    port: int, requests: list[tuple[str, bytes]], stop_at: float, tallies: dict[str, Tally]
+) -> None:
     """One keep-alive connection sending ``requests`` in turn until ``stop_at``."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
@@ -156,21 +163,27 @@ def table(n_rows: int, n_cols: int, seed: int) -> tuple[list, list]:
     """A 2-D table of contributions (1 to 5 per cell); margins left to the service, which
     pools the leaves' contributions into them (summaries cannot be pooled)."""
     rng = np.random.default_rng(seed)
-    dims = [{"name": "r", "leaves": [f"r{i}" for i in range(n_rows)]},
-            {"name": "c", "leaves": [f"c{j}" for j in range(n_cols)]}]
+    dims = [
+        {"name": "r", "leaves": [f"r{i}" for i in range(n_rows)]},
+        {"name": "c", "leaves": [f"c{j}" for j in range(n_cols)]},
+    ]
     cells = []
     for i in range(n_rows):
         for j in range(n_cols):
             k = int(rng.integers(1, 6))
             values = sorted(rng.integers(1, 1000, k).tolist(), reverse=True)
-            cells.append({"key": [f"r{i}", f"c{j}"],
-                          "contributions": [{"value": float(v)} for v in values]})
+            cells.append(
+                {"key": [f"r{i}", f"c{j}"], "contributions": [{"value": float(v)} for v in values]}
+            )
     return dims, cells
 
 
 def post(url: str, path: str, body: dict, key: str) -> dict:
-    req = urllib.request.Request(url + path, data=orjson.dumps(body), headers={
-        "content-type": "application/json", "x-api-key": key})
+    req = urllib.request.Request(
+        url + path,
+        data=orjson.dumps(body),
+        headers={"content-type": "application/json", "x-api-key": key},
+    )
     with urllib.request.urlopen(req, timeout=120) as r:
         return json.loads(r.read())
 
@@ -178,11 +191,18 @@ def post(url: str, path: str, body: dict, key: str) -> dict:
 def audit_body(url: str, n: int) -> dict:
     """An n x n table with the pattern the service's own suppression chose for it."""
     dims, cells = table(n, n, seed=n)
-    found = post(url, "/v1/suppress", {"structure": {"dimensions": dims}, "cells": cells,
-                                       "rules": RULES, "method": "fast"}, ANALYST_KEY)
+    found = post(
+        url,
+        "/v1/suppress",
+        {"structure": {"dimensions": dims}, "cells": cells, "rules": RULES, "method": "fast"},
+        ANALYST_KEY,
+    )
     hidden = {tuple(c["key"]) for c in found["cells"] if c["status"] != "published"}
-    return {"structure": {"dimensions": dims}, "rules": RULES,
-            "cells": [{**c, "suppressed": tuple(c["key"]) in hidden} for c in cells]}
+    return {
+        "structure": {"dimensions": dims},
+        "rules": RULES,
+        "cells": [{**c, "suppressed": tuple(c["key"]) in hidden} for c in cells],
+    }
 
 
 def sensitivity_body(n_cells: int, seed: int) -> dict:
@@ -190,8 +210,12 @@ def sensitivity_body(n_cells: int, seed: int) -> dict:
     cells = []
     for i in range(n_cells):
         values = rng.lognormal(8, 1.5, int(rng.integers(1, 8)))
-        cells.append({"key": [f"a{i // 100}", f"b{i % 100}"],
-                      "contributions": [{"value": round(float(v), 2)} for v in values]})
+        cells.append(
+            {
+                "key": [f"a{i // 100}", f"b{i % 100}"],
+                "contributions": [{"value": round(float(v), 2)} for v in values],
+            }
+        )
     return {"cells": cells, "rules": RULES}
 
 
@@ -207,7 +231,9 @@ def example_requests(url: str, covered: set[str]) -> list[tuple[str, bytes]]:
         schema = content.get("schema", {})
         if "$ref" in schema:
             schema = spec["components"]["schemas"][schema["$ref"].rsplit("/", 1)[1]]
-        examples = schema.get("examples") or [e["value"] for e in content.get("examples", {}).values()]
+        examples = schema.get("examples") or [
+            e["value"] for e in content.get("examples", {}).values()
+        ]
         if examples:
             out.append((path, _request(path, orjson.dumps(examples[0]), ANALYST_KEY)))
     return out
@@ -215,8 +241,9 @@ def example_requests(url: str, covered: set[str]) -> list[tuple[str, bytes]]:
 
 def filter_body() -> dict:
     """A 50-cell query answer for the noise profile of ``benchmarks.filter``."""
-    from benchmarks.filter import QUERY, answer
-    return {"profile": "online-noise", "query": QUERY, "cells": answer(50, 1)}
+    from tests.generate import FILTER_QUERY, filter_answer
+
+    return {"profile": "online-noise", "query": FILTER_QUERY, "cells": filter_answer(50, 1)}
 
 
 def rss_mib(url: str) -> float:
@@ -239,60 +266,110 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         key_file = Path(tmp) / "keys.json"
-        key_file.write_text(json.dumps({"keys": [
-            {"id": "load-filter", "role": "filter", "hash": keys.hash_key(FILTER_KEY)},
-            {"id": "load-analyst", "role": "analyst", "hash": keys.hash_key(ANALYST_KEY)}]}))
+        key_file.write_text(
+            json.dumps(
+                {
+                    "keys": [
+                        {
+                            "id": "load-filter",
+                            "role": "filter",
+                            "hash": api_keys.hash_key(FILTER_KEY),
+                        },
+                        {
+                            "id": "load-analyst",
+                            "role": "analyst",
+                            "hash": api_keys.hash_key(ANALYST_KEY),
+                        },
+                    ]
+                }
+            )
+        )
         from benchmarks.filter import PROFILES
+
         profiles = Path(tmp) / "profiles.json"
         profiles.write_text(json.dumps(PROFILES))
-        env = {"SDC_API_KEYS_FILE": str(key_file), "SDC_WORKER_THREADS": str(args.threads),
-               "SDC_QUEUE_DEPTH": str(args.queue), "SDC_PROFILES": str(profiles),
-               "SDC_NOISE_SECRET": "load-test-noise-secret-0123456789"}
+        env = {
+            "SDC_API_KEYS_FILE": str(key_file),
+            "SDC_WORKER_THREADS": str(args.threads),
+            "SDC_QUEUE_DEPTH": str(args.queue),
+            "SDC_PROFILES": str(profiles),
+            "SDC_NOISE_SECRET": "load-test-noise-secret-0123456789",
+        }
         with server(env) as srv:
             url, port = srv.url, srv.port
             dims, cells = table(10, 10, seed=1)
-            suppress = {"structure": {"dimensions": dims}, "cells": cells, "rules": RULES,
-                        "method": "fast"}
+            suppress = {
+                "structure": {"dimensions": dims},
+                "cells": cells,
+                "rules": RULES,
+                "method": "fast",
+            }
             sens = _request("/v1/sensitivity", orjson.dumps(sensitivity_body(100, 1)), FILTER_KEY)
             online = _request("/v1/filter", orjson.dumps(filter_body()), FILTER_KEY)
             mix = [[("filter 50 cells", online)]] * (args.filter_connections - 1) + [
                 [("sensitivity 100 cells", sens)],
-                [("audit 20x20", _request("/v1/audit", orjson.dumps(audit_body(url, 20)),
-                                          ANALYST_KEY))],
-                [("suppress 10x10 fast", _request("/v1/suppress", orjson.dumps(suppress),
-                                                  ANALYST_KEY))]]
-            others = example_requests(url, {"/v1/sensitivity", "/v1/audit", "/v1/suppress",
-                                            "/v1/filter"})
+                [
+                    (
+                        "audit 20x20",
+                        _request("/v1/audit", orjson.dumps(audit_body(url, 20)), ANALYST_KEY),
+                    )
+                ],
+                [
+                    (
+                        "suppress 10x10 fast",
+                        _request("/v1/suppress", orjson.dumps(suppress), ANALYST_KEY),
+                    )
+                ],
+            ]
+            others = example_requests(
+                url, {"/v1/sensitivity", "/v1/audit", "/v1/suppress", "/v1/filter"}
+            )
             if others:
                 mix.append(others)
-            run(port, mix, 3)   # warm-up
+            run(port, mix, 3)  # warm-up
             rss_start = rss_mib(url)
             tallies, seconds, _, _ = run(port, mix, args.seconds)
-            total = report(f"Mixed load, {args.seconds:.0f} s, {len(mix)} connections "
-                           f"(pool {env['SDC_WORKER_THREADS']} threads + "
-                           f"{env['SDC_QUEUE_DEPTH']} queued):", tallies, seconds)
+            total = report(
+                f"Mixed load, {args.seconds:.0f} s, {len(mix)} connections "
+                f"(pool {env['SDC_WORKER_THREADS']} threads + "
+                f"{env['SDC_QUEUE_DEPTH']} queued):",
+                tallies,
+                seconds,
+            )
             unexpected = {s: n for s, n in total.statuses.items() if s not in (200, 503)}
-            print(f"  unexpected statuses: {unexpected or 'none'}; RSS {rss_start:.0f} -> "
-                  f"{rss_mib(url):.0f} MiB")
+            print(
+                f"  unexpected statuses: {unexpected or 'none'}; RSS {rss_start:.0f} -> "
+                f"{rss_mib(url):.0f} MiB"
+            )
 
-            big = _request("/v1/sensitivity", orjson.dumps(
-                sensitivity_body(INLINE_CELLS * 2, 2)), ANALYST_KEY)
+            big = _request(
+                "/v1/sensitivity", orjson.dumps(sensitivity_body(INLINE_CELLS * 2, 2)), ANALYST_KEY
+            )
             heavy = [[("sensitivity 4,000 cells", big)]] * args.saturate_connections
             rss = [rss_mib(url)]
             for n in (1, 2):
-                tallies, seconds, health, failures = run(port, heavy, args.saturate_seconds,
-                                                         probe=True)
-                total = report(f"Saturation pass {n}, {args.saturate_seconds:.0f} s, "
-                               f"{args.saturate_connections} connections not honouring "
-                               "Retry-After:", tallies, seconds)
+                tallies, seconds, health, failures = run(
+                    port, heavy, args.saturate_seconds, probe=True
+                )
+                total = report(
+                    f"Saturation pass {n}, {args.saturate_seconds:.0f} s, "
+                    f"{args.saturate_connections} connections not honouring "
+                    "Retry-After:",
+                    tallies,
+                    seconds,
+                )
                 rss.append(rss_mib(url))
-                print(f"  503 without Retry-After: {total.missing_retry_after}; /healthz "
-                      f"{health.size} probes, p50 {np.percentile(health, 50):.2f} ms, p99 "
-                      f"{np.percentile(health, 99):.2f} ms, max {health.max():.2f} ms, "
-                      f"failed {len(failures)}")
-            print(f"RSS: before saturation {rss[0]:.0f} MiB, after pass 1 {rss[1]:.0f} MiB, "
-                  f"after pass 2 {rss[2]:.0f} MiB; server alive: "
-                  f"{urllib.request.urlopen(url + '/healthz', timeout=5).status == 200}")
+                print(
+                    f"  503 without Retry-After: {total.missing_retry_after}; /healthz "
+                    f"{health.size} probes, p50 {np.percentile(health, 50):.2f} ms, p99 "
+                    f"{np.percentile(health, 99):.2f} ms, max {health.max():.2f} ms, "
+                    f"failed {len(failures)}"
+                )
+            print(
+                f"RSS: before saturation {rss[0]:.0f} MiB, after pass 1 {rss[1]:.0f} MiB, "
+                f"after pass 2 {rss[2]:.0f} MiB; server alive: "
+                f"{urllib.request.urlopen(url + '/healthz', timeout=5).status == 200}"
+            )
 
 
 if __name__ == "__main__":

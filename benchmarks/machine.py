@@ -37,8 +37,10 @@ class Stalls:
     total_ms: float = 0.0
 
     def line(self) -> str:
-        return (f"machine stalls {self.count} (longest {self.longest_ms:.1f} ms, "
-                f"{self.total_ms:.0f} ms in all)")
+        return (
+            f"machine stalls {self.count} (longest {self.longest_ms:.1f} ms, "
+            f"{self.total_ms:.0f} ms in all)"
+        )
 
 
 def _record(threshold_ms: float, until: float, stop: threading.Event) -> Stalls:
@@ -61,9 +63,21 @@ def watch(threshold_ms: float = 5.0, max_seconds: float = 3600):
     filled in when it ends."""
     result = Stalls()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.machine", "--seconds", str(max_seconds),
-         "--threshold-ms", str(threshold_ms), "--stop-on-input"],
-        cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.machine",
+            "--seconds",
+            str(max_seconds),
+            "--threshold-ms",
+            str(threshold_ms),
+            "--stop-on-input",
+        ],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         yield result
     finally:
@@ -75,8 +89,7 @@ def watch(threshold_ms: float = 5.0, max_seconds: float = 3600):
 @contextlib.contextmanager
 def busy_neighbours(n: int):
     """``n`` processes that spin on the CPU until the block ends."""
-    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
-                for _ in range(n)]
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
     try:
         yield
     finally:
@@ -89,8 +102,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--threshold-ms", type=float, default=5.0)
-    parser.add_argument("--stop-on-input", action="store_true",
-                        help="stop early when a line arrives on stdin (used by watch())")
+    parser.add_argument(
+        "--stop-on-input",
+        action="store_true",
+        help="stop early when a line arrives on stdin (used by watch())",
+    )
     args = parser.parse_args()
     until = time.perf_counter() + args.seconds
     stop = threading.Event()

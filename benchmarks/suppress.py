@@ -38,15 +38,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from service.sdc import primary  # noqa: E402
-from service.sdc.audit import audit_pattern  # noqa: E402
-from service.sdc.rules import MinimumFrequency, PPercent  # noqa: E402
-from service.sdc.problem import TableProblem  # noqa: E402
-from service.sdc.suppress import cell_costs, suppress  # noqa: E402
-from service.sdc.unions import UnionSource  # noqa: E402
-from tests import generate as gen  # noqa: E402
+from service.sdc import primary
+from service.sdc.audit import audit_pattern
+from service.sdc.problem import TableProblem
+from service.sdc.rules import MinimumFrequency, PPercent
+from service.sdc.suppress import cell_costs, suppress
+from service.sdc.unions import UnionSource
+from tests import generate as gen
 
 RULES = primary.RuleSet(rules=(PPercent(15), MinimumFrequency(3)))
 EXACT_MAX_CELLS = 20_000
@@ -81,17 +81,24 @@ class Instance:
 
     @property
     def problem(self) -> TableProblem:
-        return TableProblem.of(self.g.table, self.g.values, self.sensitive, self.upl,
-                               self.lpl, unions=self.unions)
+        return TableProblem.of(
+            self.g.table, self.g.values, self.sensitive, self.upl, self.lpl, unions=self.unions
+        )
 
 
 def instance(name: str, seed: int) -> Instance:
     g = gen.preset(name, seed=seed)
     m = g.magnitudes(RULES.depth)
     v = primary.assess(m, RULES)
-    return Instance(name, g, v.sensitive, v.upper_protection, v.lower_protection,
-                    UnionSource(m, RULES, contributions=g.contributions),
-                    cell_costs("value", g.values, g.counts))
+    return Instance(
+        name,
+        g,
+        v.sensitive,
+        v.upper_protection,
+        v.lower_protection,
+        UnionSource(m, RULES, contributions=g.contributions),
+        cell_costs("value", g.values, g.counts),
+    )
 
 
 def audit(inst: Instance, suppressed: np.ndarray, time_limit: float):
@@ -118,10 +125,20 @@ def ours(inst: Instance, method: str, time_limit: float) -> Row:
     else:
         note = r.message
     gap = r.gap if method == "exact" and np.isfinite(r.gap) else None
-    return Row(inst.name, g.n_cells, method, int(inst.sensitive.sum()),
-               int(r.secondary.sum()) if found else None,
-               value_share(inst, r.suppressed) if found else None, r.seconds, gap, r.status,
-               verdict, audit_s, note)
+    return Row(
+        inst.name,
+        g.n_cells,
+        method,
+        int(inst.sensitive.sum()),
+        int(r.secondary.sum()) if found else None,
+        value_share(inst, r.suppressed) if found else None,
+        r.seconds,
+        gap,
+        r.status,
+        verdict,
+        audit_s,
+        note,
+    )
 
 
 def tau(inst: Instance, method: str, time_limit: float) -> Row:
@@ -131,8 +148,20 @@ def tau(inst: Instance, method: str, time_limit: float) -> Row:
     r = tauargus.run(g, method, time_limit)
     name = f"tau-ARGUS {method}"
     if r.status != "ok":
-        return Row(inst.name, g.n_cells, name, int(inst.sensitive.sum()), None, None,
-                   r.seconds, None, r.status, "-", None, r.message)
+        return Row(
+            inst.name,
+            g.n_cells,
+            name,
+            int(inst.sensitive.sum()),
+            None,
+            None,
+            r.seconds,
+            None,
+            r.status,
+            "-",
+            None,
+            r.message,
+        )
     a, audit_s = audit(inst, r.suppressed, max(time_limit, 120.0))
     notes = []
     differ = int((r.primary != inst.sensitive).sum())
@@ -140,37 +169,66 @@ def tau(inst: Instance, method: str, time_limit: float) -> Row:
         notes.append(f"{differ} primary cell(s) differ from ours")
     if not a.safe:
         notes.append("; ".join(a.reasons))
-    return Row(inst.name, g.n_cells, name, int(r.primary.sum()),
-               int((r.suppressed & ~r.primary).sum()), value_share(inst, r.suppressed),
-               r.seconds, None, r.status, a.verdict, audit_s, "; ".join(notes))
+    return Row(
+        inst.name,
+        g.n_cells,
+        name,
+        int(r.primary.sum()),
+        int((r.suppressed & ~r.primary).sum()),
+        value_share(inst, r.suppressed),
+        r.seconds,
+        None,
+        r.status,
+        a.verdict,
+        audit_s,
+        "; ".join(notes),
+    )
 
 
 def fmt(row: Row) -> str:
     def opt(x, f):
         return "-" if x is None else format(x, f)
-    return (f"{row.size:<13} {row.cells:>6} {row.method:<14} {row.primary:>7} "
-            f"{opt(row.secondary, 'd'):>9} {opt(None if row.value_share is None else 100 * row.value_share, '.2f'):>7} "
-            f"{row.seconds:>8.2f} {opt(None if row.gap is None else 100 * row.gap, '.2f'):>6} "
-            f"{row.status:<15} {row.audit:<10} {opt(row.audit_seconds, '.2f'):>7}"
-            + (f"  {row.note}" if row.note else ""))
+
+    return (
+        f"{row.size:<13} {row.cells:>6} {row.method:<14} {row.primary:>7} "
+        f"{opt(row.secondary, 'd'):>9} "
+        f"{opt(None if row.value_share is None else 100 * row.value_share, '.2f'):>7} "
+        f"{row.seconds:>8.2f} {opt(None if row.gap is None else 100 * row.gap, '.2f'):>6} "
+        f"{row.status:<15} {row.audit:<10} {opt(row.audit_seconds, '.2f'):>7}"
+        + (f"  {row.note}" if row.note else "")
+    )
 
 
-HEADER = (f"{'size':<13} {'cells':>6} {'method':<14} {'primary':>7} {'secondary':>9} "
-          f"{'value%':>7} {'seconds':>8} {'gap%':>6} {'status':<15} {'audit':<10} "
-          f"{'audit s':>7}")
+HEADER = (
+    f"{'size':<13} {'cells':>6} {'method':<14} {'primary':>7} {'secondary':>9} "
+    f"{'value%':>7} {'seconds':>8} {'gap%':>6} {'status':<15} {'audit':<10} "
+    f"{'audit s':>7}"
+)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", nargs="+", default=list(gen.SIZES), choices=list(gen.SIZES))
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--fast-limit", type=float, default=600.0,
-                        help="time limit of the fast method, seconds (default 600)")
-    parser.add_argument("--exact-limit", type=float, default=120.0,
-                        help="time limit of the exact method, seconds (default 120)")
-    parser.add_argument("--tau-limit", type=float, default=120.0,
-                        help="time limit of tau-ARGUS OPT and MOD, seconds (default 120; "
-                        "the engine takes whole minutes)")
+    parser.add_argument(
+        "--fast-limit",
+        type=float,
+        default=600.0,
+        help="time limit of the fast method, seconds (default 600)",
+    )
+    parser.add_argument(
+        "--exact-limit",
+        type=float,
+        default=120.0,
+        help="time limit of the exact method, seconds (default 120)",
+    )
+    parser.add_argument(
+        "--tau-limit",
+        type=float,
+        default=120.0,
+        help="time limit of tau-ARGUS OPT and MOD, seconds (default 120; "
+        "the engine takes whole minutes)",
+    )
     parser.add_argument("--no-tauargus", action="store_true")
     parser.add_argument("--json", type=Path, help="also write the rows to this file")
     args = parser.parse_args(argv)
@@ -178,30 +236,35 @@ def main(argv: list[str] | None = None) -> None:
     tau_ok, tau_why = False, "skipped (--no-tauargus)"
     if not args.no_tauargus:
         from . import tauargus
+
         tau_ok, tau_why = tauargus.availability()
-    print(f"Secondary suppression, p% (p=15) + minimum frequency 3, cost = value, seed "
-          f"{args.seed}; limits: fast {args.fast_limit:g} s, exact {args.exact_limit:g} s, "
-          f"tau-ARGUS {args.tau_limit:g} s")
+    print(
+        f"Secondary suppression, p% (p=15) + minimum frequency 3, cost = value, seed "
+        f"{args.seed}; limits: fast {args.fast_limit:g} s, exact {args.exact_limit:g} s, "
+        f"tau-ARGUS {args.tau_limit:g} s"
+    )
     print(f"tau-ARGUS: {tau_why}")
     print(HEADER)
     print("-" * len(HEADER))
     rows = []
     for name in args.sizes:
         inst = instance(name, args.seed)
-        runs = [lambda: ours(inst, "fast", args.fast_limit)]
+        runs = [lambda inst=inst: ours(inst, "fast", args.fast_limit)]
         if inst.g.n_cells <= EXACT_MAX_CELLS:
-            runs.append(lambda: ours(inst, "exact", args.exact_limit))
+            runs.append(lambda inst=inst: ours(inst, "exact", args.exact_limit))
         if tau_ok:
             if inst.g.n_cells <= TAU_OPT_MAX_CELLS:
-                runs.append(lambda: tau(inst, "OPT", args.tau_limit))
-            runs.append(lambda: tau(inst, "MOD", args.tau_limit))
+                runs.append(lambda inst=inst: tau(inst, "OPT", args.tau_limit))
+            runs.append(lambda inst=inst: tau(inst, "MOD", args.tau_limit))
         for run in runs:
             row = run()
             rows.append(row)
             print(fmt(row), flush=True)
-    print("\nvalue%: suppressed share of the sum of all cells (margins included); gap%: "
-          "(cost - proven bound) / cost; audit: service.sdc.audit.audit_pattern on the "
-          "pattern (intervals and published unions), run apart from the method.")
+    print(
+        "\nvalue%: suppressed share of the sum of all cells (margins included); gap%: "
+        "(cost - proven bound) / cost; audit: service.sdc.audit.audit_pattern on the "
+        "pattern (intervals and published unions), run apart from the method."
+    )
     if args.json:
         args.json.write_text(json.dumps([asdict(r) for r in rows], indent=1))
 

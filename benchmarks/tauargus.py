@@ -38,13 +38,12 @@ def availability() -> tuple[bool, str]:
     try:
         version = importlib.metadata.version("pytauargus")
     except importlib.metadata.PackageNotFoundError:
-        return False, ("pytauargus is not installed (optional extra: "
-                       "pip install -e '.[tauargus]')")
-    probe = ("import pytauargus._tauargus, pytauargus.engine as e; "
-             "e.Engine(); print('ok')")
+        return False, ("pytauargus is not installed (optional extra: pip install -e '.[tauargus]')")
+    probe = "import pytauargus._tauargus, pytauargus.engine as e; e.Engine(); print('ok')"
     try:
-        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                              timeout=60)
+        done = subprocess.run(
+            [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60
+        )
     except subprocess.TimeoutExpired:
         return False, f"pytauargus {version} installed but its engine did not start in 60 s"
     if done.returncode != 0 or "ok" not in done.stdout:
@@ -56,11 +55,11 @@ def availability() -> tuple[bool, str]:
 @dataclass
 class TauResult:
     method: str
-    status: str               # "ok", "time_limit", "error"
+    status: str  # "ok", "time_limit", "error"
     message: str
     seconds: float
-    suppressed: np.ndarray | None = None    # bool per cell of our table
-    primary: np.ndarray | None = None       # tau-ARGUS's own primary (U) cells
+    suppressed: np.ndarray | None = None  # bool per cell of our table
+    primary: np.ndarray | None = None  # tau-ARGUS's own primary (U) cells
 
 
 def tau_codes(g: GeneratedTable, d: int) -> list[str]:
@@ -77,7 +76,7 @@ def _hrc(path: Path, g: GeneratedTable, d: int, codes: list[str]) -> str:
     """tau-ARGUS hierarchy file: one code a line, ``@`` per level below the first."""
     h = g.table.dimensions[d]
     depth = np.zeros(h.n_codes, dtype=int)
-    for i in range(1, h.n_codes):          # pre-order: a parent comes before its children
+    for i in range(1, h.n_codes):  # pre-order: a parent comes before its children
         depth[i] = depth[h.parent[i]] + 1
     lines = ["@" * (depth[i] - 1) + codes[i] for i in range(1, h.n_codes)]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -92,17 +91,30 @@ def write_inputs(g: GeneratedTable, method: str, workdir: Path, minutes: int) ->
     names = list(t.names)
     pos = t.key_positions[g.leaf_cell]
     codes = [tau_codes(g, d) for d in range(len(names))]
-    micro = {name: np.asarray(codes[d], dtype=object)[pos[:, d]].tolist()
-             for d, name in enumerate(names)}
+    micro = {
+        name: np.asarray(codes[d], dtype=object)[pos[:, d]].tolist() for d, name in enumerate(names)
+    }
     micro[RESPONSE] = g.leaf_value.astype(np.int64).tolist()
-    hrc = {name: _hrc(workdir / f"{name}.hrc", g, d, codes[d])
-           for d, (name, h) in enumerate(zip(names, t.dimensions))
-           if not h.is_leaf[1:].all()}
-    suppress = (f"OPT(1,{minutes})" if method == "OPT"
-                else f"MOD(1,{minutes},1,1,1)")   # singleton and min-frequency protection on
-    res = protect(micro, names, response=RESPONSE, safety_rules=SAFETY_RULES,
-                  suppress=suppress, hrc=hrc or None, totcode="Total", decimals=0,
-                  workdir=str(workdir), run=False)
+    hrc = {
+        name: _hrc(workdir / f"{name}.hrc", g, d, codes[d])
+        for d, (name, h) in enumerate(zip(names, t.dimensions))
+        if not h.is_leaf[1:].all()
+    }
+    suppress = (
+        f"OPT(1,{minutes})" if method == "OPT" else f"MOD(1,{minutes},1,1,1)"
+    )  # singleton and min-frequency protection on
+    res = protect(
+        micro,
+        names,
+        response=RESPONSE,
+        safety_rules=SAFETY_RULES,
+        suppress=suppress,
+        hrc=hrc or None,
+        totcode="Total",
+        decimals=0,
+        workdir=str(workdir),
+        run=False,
+    )
     return res.files
 
 
@@ -111,8 +123,10 @@ def read_pattern(g: GeneratedTable, tab: Path) -> tuple[np.ndarray, np.ndarray]:
     n_dims = len(g.table.dimensions)
     ours = [dict(zip(tau_codes(g, d), g.table.dimensions[d].codes)) for d in range(n_dims)]
     rows = [line.split(";") for line in tab.read_text(encoding="utf-8").splitlines() if line]
-    codes = np.array([[ours[d][c.strip().strip('"').strip()] for d, c in enumerate(r[:n_dims])]
-                      for r in rows], dtype=object)
+    codes = np.array(
+        [[ours[d][c.strip().strip('"').strip()] for d, c in enumerate(r[:n_dims])] for r in rows],
+        dtype=object,
+    )
     status = np.array([r[n_dims + 3] for r in rows])
     cells = np.asarray(g.table.cell_indices(codes.T))
     suppressed = np.zeros(g.n_cells, bool)
@@ -122,8 +136,7 @@ def read_pattern(g: GeneratedTable, tab: Path) -> tuple[np.ndarray, np.ndarray]:
     return suppressed, primary
 
 
-def run(g: GeneratedTable, method: str, time_limit: float, workdir: str | None = None
-        ) -> TauResult:
+def run(g: GeneratedTable, method: str, time_limit: float, workdir: str | None = None) -> TauResult:
     """Run tau-ARGUS ``method`` ("OPT" or "MOD") on ``g``; stop it after ``time_limit`` s.
 
     The engine's own limit is given in whole minutes (legacy batch syntax), at least 1; the
@@ -136,14 +149,25 @@ def run(g: GeneratedTable, method: str, time_limit: float, workdir: str | None =
     start = time.perf_counter()
     try:
         done = subprocess.run(
-            [sys.executable, "-c",
-             "import sys; from pytauargus.engine import run_batch; run_batch(sys.argv[1])",
-             files["arb"]],
-            capture_output=True, text=True, timeout=time_limit + 60, cwd=wd,
-            env={**os.environ, "PYTHONWARNINGS": "ignore"})
+            [
+                sys.executable,
+                "-c",
+                "import sys; from pytauargus.engine import run_batch; run_batch(sys.argv[1])",
+                files["arb"],
+            ],
+            capture_output=True,
+            text=True,
+            timeout=time_limit + 60,
+            cwd=wd,
+            env={**os.environ, "PYTHONWARNINGS": "ignore"},
+        )
     except subprocess.TimeoutExpired:
-        return TauResult(method, "time_limit", f"killed after {time_limit + 60:.0f} s",
-                         time.perf_counter() - start)
+        return TauResult(
+            method,
+            "time_limit",
+            f"killed after {time_limit + 60:.0f} s",
+            time.perf_counter() - start,
+        )
     seconds = time.perf_counter() - start
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no message"])[-1]

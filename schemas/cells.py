@@ -36,8 +36,9 @@ class Contribution(BaseModel):
 
     model_config = STRICT
     value: float
-    holding: str | None = Field(None, max_length=200,
-                                description="enterprise group; one holding's contributions are summed")
+    holding: str | None = Field(
+        None, max_length=200, description="enterprise group; one holding's contributions are summed"
+    )
     weight: float | None = Field(None, gt=0, description="sampling weight")
     waiver: bool = Field(False, description="the respondent authorised publication")
     request: bool = Field(False, description="the respondent asked for protection (request rule)")
@@ -49,10 +50,14 @@ class Summary(BaseModel):
     model_config = STRICT
     total: float
     count: float = Field(ge=0, description="number of contributors (holdings)")
-    largest: list[float] = Field(default_factory=list, max_length=100,
-                                 description="largest holding-level contributions, decreasing")
+    largest: list[float] = Field(
+        default_factory=list,
+        max_length=100,
+        description="largest holding-level contributions, decreasing",
+    )
     requested: float | None = Field(
-        None, description="largest contribution of a respondent that asked for protection")
+        None, description="largest contribution of a respondent that asked for protection"
+    )
 
 
 class MagnitudeCell(BaseModel):

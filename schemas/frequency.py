@@ -21,13 +21,17 @@ class CountDimension(BaseModel):
 
     model_config = _STRICT
     name: Code
-    codes: list[Code] = Field(min_length=1, max_length=100_000,
-                              description="leaf codes, in the order of the reply")
+    codes: list[Code] = Field(
+        min_length=1, max_length=100_000, description="leaf codes, in the order of the reply"
+    )
     hierarchy: list[dict[Code, Code]] | None = Field(
-        None, min_length=1, max_length=10,
+        None,
+        min_length=1,
+        max_length=10,
         description="key variables only: level 1 maps every leaf code to its area, level 2 "
         "every level-1 area to its area, and so on; rules 1a and 2a are repeated at every "
-        "level")
+        "level",
+    )
 
 
 class CountCell(BaseModel):
@@ -44,8 +48,10 @@ class ThresholdRule(BaseModel):
     model_config = _STRICT
     t: float = Field(ge=0, description="counts >= t are safe")
     zero_cells: Literal["safe", "sensitive"] = Field(
-        "safe", description="'sensitive' flags empty cells too (structural zeros whose "
-        "emptiness is itself confidential)")
+        "safe",
+        description="'sensitive' flags empty cells too (structural zeros whose "
+        "emptiness is itself confidential)",
+    )
 
 
 class ExtendedRules(BaseModel):
@@ -53,10 +59,12 @@ class ExtendedRules(BaseModel):
     values of seed 001's "Example revisited" with every rule on."""
 
     model_config = _STRICT
-    rule_1a: bool = Field(True, description="absolute dominance in the key's row: "
-                          "f_yk >= f_k - t_key_abs")
-    rule_1b: bool = Field(True, description="absolute dominance in the target's column: "
-                          "f_yk >= f_y - t_target_abs")
+    rule_1a: bool = Field(
+        True, description="absolute dominance in the key's row: f_yk >= f_k - t_key_abs"
+    )
+    rule_1b: bool = Field(
+        True, description="absolute dominance in the target's column: f_yk >= f_y - t_target_abs"
+    )
     rule_2a: bool = Field(True, description="relative dominance: 100 f_yk / f_k >= t_key_rel")
     rule_2b: bool = Field(True, description="relative dominance: 100 f_yk / f_y >= t_target_rel")
     rule_3: bool = Field(True, description="minimum frequency of cells and of both marginals")
@@ -68,8 +76,10 @@ class ExtendedRules(BaseModel):
     t_min_key: float = Field(2.0, ge=0)
     t_min_target: float = Field(2.0, ge=0)
     zero_cells: Literal["dominant", "informative"] = Field(
-        "dominant", description="'dominant': rules 1-2 flag the dominating cell only; "
-        "'informative': also the zero cells of its row (1a, 2a) or column (1b, 2b)")
+        "dominant",
+        description="'dominant': rules 1-2 flag the dominating cell only; "
+        "'informative': also the zero cells of its row (1a, 2a) or column (1b, 2b)",
+    )
 
 
 class CountRules(BaseModel):
@@ -89,22 +99,41 @@ class CountRules(BaseModel):
 class FrequencyRequest(BaseModel):
     """A count table spanned by key and target variables, and the rules to apply."""
 
-    model_config = ConfigDict(**_STRICT, json_schema_extra={"examples": [{
-        "dimensions": [{"name": "municipality", "codes": ["m1", "m2", "m3"]},
-                       {"name": "Y", "codes": ["A", "B"]}],
-        "keys": ["municipality"], "targets": ["Y"],
-        "cells": [{"key": ["m1", "A"], "count": 19}, {"key": ["m1", "B"], "count": 1},
-                  {"key": ["m2", "A"], "count": 7}, {"key": ["m2", "B"], "count": 6},
-                  {"key": ["m3", "A"], "count": 2}],
-        "rules": {"extended": {"t_key_abs": 1, "rule_1b": False, "rule_2b": False}},
-    }]})
+    model_config = ConfigDict(
+        **_STRICT,
+        json_schema_extra={
+            "examples": [
+                {
+                    "dimensions": [
+                        {"name": "municipality", "codes": ["m1", "m2", "m3"]},
+                        {"name": "Y", "codes": ["A", "B"]},
+                    ],
+                    "keys": ["municipality"],
+                    "targets": ["Y"],
+                    "cells": [
+                        {"key": ["m1", "A"], "count": 19},
+                        {"key": ["m1", "B"], "count": 1},
+                        {"key": ["m2", "A"], "count": 7},
+                        {"key": ["m2", "B"], "count": 6},
+                        {"key": ["m3", "A"], "count": 2},
+                    ],
+                    "rules": {"extended": {"t_key_abs": 1, "rule_1b": False, "rule_2b": False}},
+                }
+            ]
+        },
+    )
     dimensions: list[CountDimension] = Field(min_length=1, max_length=8)
-    keys: list[Code] = Field(default_factory=list, max_length=8,
-                             description="names of the key variables (known to an intruder); "
-                             "required by the extended rules")
-    targets: list[Code] = Field(default_factory=list, max_length=8,
-                                description="names of the target variables; required by the "
-                                "extended rules")
+    keys: list[Code] = Field(
+        default_factory=list,
+        max_length=8,
+        description="names of the key variables (known to an intruder); "
+        "required by the extended rules",
+    )
+    targets: list[Code] = Field(
+        default_factory=list,
+        max_length=8,
+        description="names of the target variables; required by the extended rules",
+    )
     cells: list[CountCell] = Field(min_length=1)
     rules: CountRules
 
@@ -119,10 +148,13 @@ class CountVerdict(BaseModel):
     sensitive: bool
     count: int | None = Field(None, description="omitted for the filter role")
     rules: list[RuleName] | None = Field(
-        None, description="rules that flag the cell; omitted for the filter role")
+        None, description="rules that flag the cell; omitted for the filter role"
+    )
     inherited: list[Literal["1a", "2a"]] | None = Field(
-        None, description="of those, the rules that flag it through an unsafe area at a "
-        "higher level of a key hierarchy; omitted for the filter role")
+        None,
+        description="of those, the rules that flag it through an unsafe area at a "
+        "higher level of a key hierarchy; omitted for the filter role",
+    )
 
 
 class MarginalVerdict(BaseModel):
@@ -146,7 +178,8 @@ class LevelReport(BaseModel):
     level: int = Field(description="1: the areas just above the leaves")
     checked: list[MarginalKey] = Field(
         description="area rows checked (some part unsafe at the level below); the others "
-        "are entirely safe and skipped (seed 001)")
+        "are entirely safe and skipped (seed 001)"
+    )
     cells: list[AreaVerdict] = Field(description="unsafe area cells")
 
 
@@ -156,18 +189,22 @@ class FrequencySummary(BaseModel):
     empty: int
     marginals_unsafe: int
     by_rule: dict[str, int] | None = Field(
-        None, description="cells flagged per rule; omitted for the filter role")
+        None, description="cells flagged per rule; omitted for the filter role"
+    )
 
 
 class FrequencyReply(BaseModel):
-    cells: list[CountVerdict] = Field(description="every cell of the table, in row-major "
-                                      "order of the dimensions' codes")
+    cells: list[CountVerdict] = Field(
+        description="every cell of the table, in row-major order of the dimensions' codes"
+    )
     key_marginals: list[MarginalVerdict] = Field(
         description="per target variable, the counts summed over it (f_k); empty without "
-        "extended rules")
+        "extended rules"
+    )
     target_marginals: list[MarginalVerdict] = Field(
-        description="the counts summed over the key variables (f_y); empty without extended "
-        "rules")
+        description="the counts summed over the key variables (f_y); empty without extended rules"
+    )
     levels: list[LevelReport] | None = Field(
-        None, description="key hierarchies' higher levels; omitted for the filter role")
+        None, description="key hierarchies' higher levels; omitted for the filter role"
+    )
     summary: FrequencySummary

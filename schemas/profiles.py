@@ -14,10 +14,13 @@ class Profile(BaseModel):
     model_config = STRICT
     rules: RuleSet
     disclose_measures: bool = Field(
-        False, description="include S and protection levels in replies; from these and the "
-        "contributions a caller can solve for the rule's parameters, so off by default")
+        False,
+        description="include S and protection levels in replies; from these and the "
+        "contributions a caller can solve for the rule's parameters, so off by default",
+    )
     filter: FilterPolicy | None = Field(
-        None, description="the online query filter's policy (POST /v1/filter)")
+        None, description="the online query filter's policy (POST /v1/filter)"
+    )
 
 
 class ProfileFile(BaseModel):

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .cells import STRICT
-
 
 Percent = Annotated[float, Field(gt=0, lt=100)]
 
@@ -69,8 +68,9 @@ class RequestRule(BaseModel):
     name: str | None = Field(None, max_length=100)
 
 
-Rule = Annotated[Union[FrequencyRule, DominanceRule, PPercentRule, PQRule, RequestRule],
-                 Field(discriminator="type")]
+Rule = Annotated[
+    FrequencyRule | DominanceRule | PPercentRule | PQRule | RequestRule, Field(discriminator="type")
+]
 
 
 class NegativeValues(BaseModel):
@@ -82,7 +82,9 @@ class NegativeValues(BaseModel):
     model_config = STRICT
     mode: Literal["refuse", "absolute", "relaxed", "shift"] = "refuse"
     factor: float | None = Field(None, gt=1, le=1e6, description="f > 1, for mode 'relaxed'")
-    shift: float | None = Field(None, gt=0, description="M > 0 with every x >= -M, for mode 'shift'")
+    shift: float | None = Field(
+        None, gt=0, description="M > 0 with every x >= -M, for mode 'shift'"
+    )
 
     @model_validator(mode="after")
     def _parameters_present(self) -> NegativeValues:
@@ -99,16 +101,35 @@ class RuleSet(BaseModel):
     model_config = STRICT
     rules: list[Rule] = Field(min_length=1, max_length=20)
     weights: Literal["replicate", "sample", "sample_public_weights"] = Field(
-        "replicate", description="formulation for weighted contributions (seed 000, Sampling weights)")
+        "replicate",
+        description="formulation for weighted contributions (seed 000, Sampling weights)",
+    )
     negative_values: NegativeValues = NegativeValues()
     zero_cells: Literal["rules", "sensitive", "safe"] = Field(
-        "rules", description="cells whose contributions are all zero")
-    empty_cells: Literal["safe", "sensitive"] = Field("safe", description="cells without contributors")
+        "rules", description="cells whose contributions are all zero"
+    )
+    empty_cells: Literal["safe", "sensitive"] = Field(
+        "safe", description="cells without contributors"
+    )
     frequency_range: float = Field(
-        0.0, ge=0, le=100, description="protection level, percent of the cell value, for "
-        "cells only frequency rules flag (seed 000 recommends 0)")
+        0.0,
+        ge=0,
+        le=100,
+        description="protection level, percent of the cell value, for "
+        "cells only frequency rules flag (seed 000 recommends 0)",
+    )
 
-    model_config = ConfigDict(**STRICT, json_schema_extra={
-        "examples": [{"rules": [{"type": "p_percent", "p": 10},
-                                {"type": "dominance", "n": 1, "k": 85},
-                                {"type": "frequency", "n": 3}]}]})
+    model_config = ConfigDict(
+        **STRICT,
+        json_schema_extra={
+            "examples": [
+                {
+                    "rules": [
+                        {"type": "p_percent", "p": 10},
+                        {"type": "dominance", "n": 1, "k": 85},
+                        {"type": "frequency", "n": 3},
+                    ]
+                }
+            ]
+        },
+    )

@@ -13,19 +13,37 @@ from .rules import RuleSet
 class SensitivityRequest(BaseModel):
     """Cells to assess, with the rule set or the name of a profile held by the service."""
 
-    model_config = ConfigDict(**STRICT, json_schema_extra={"examples": [{
-        "cells": [
-            {"key": ["Mining", "North"], "contributions": [
-                {"value": 50000, "holding": "A"}, {"value": 49000, "holding": "B"},
-                {"value": 1000}]},
-            {"key": ["Mining", "South"], "summary": {"total": 110000, "count": 3,
-                                                     "largest": [52000, 50000]}},
-        ],
-        "rules": {"rules": [{"type": "p_percent", "p": 10}, {"type": "frequency", "n": 3}]},
-    }]})
+    model_config = ConfigDict(
+        **STRICT,
+        json_schema_extra={
+            "examples": [
+                {
+                    "cells": [
+                        {
+                            "key": ["Mining", "North"],
+                            "contributions": [
+                                {"value": 50000, "holding": "A"},
+                                {"value": 49000, "holding": "B"},
+                                {"value": 1000},
+                            ],
+                        },
+                        {
+                            "key": ["Mining", "South"],
+                            "summary": {"total": 110000, "count": 3, "largest": [52000, 50000]},
+                        },
+                    ],
+                    "rules": {
+                        "rules": [{"type": "p_percent", "p": 10}, {"type": "frequency", "n": 3}]
+                    },
+                }
+            ]
+        },
+    )
     cells: list[MagnitudeCell] = Field(min_length=1)
     rules: RuleSet | None = None
-    profile: str | None = Field(None, max_length=100, description="name of a configured rule profile")
+    profile: str | None = Field(
+        None, max_length=100, description="name of a configured rule profile"
+    )
 
     @model_validator(mode="after")
     def _rules_or_profile(self) -> SensitivityRequest:
@@ -39,16 +57,24 @@ class CellVerdict(BaseModel):
     status: Literal["safe", "unsafe", "empty"]
     sensitive: bool
     fired: list[str] | None = Field(
-        None, description="rules (or policies) that made the cell sensitive; omitted for "
-        "the filter role, which receives decisions only")
-    total: float | None = Field(None, description="cell value X as published; omitted for "
-                                "the filter role")
-    count: float | None = Field(None, description="contributors N (holdings; sum of weights "
-                                "if weighted); omitted for the filter role")
+        None,
+        description="rules (or policies) that made the cell sensitive; omitted for "
+        "the filter role, which receives decisions only",
+    )
+    total: float | None = Field(
+        None, description="cell value X as published; omitted for the filter role"
+    )
+    count: float | None = Field(
+        None,
+        description="contributors N (holdings; sum of weights "
+        "if weighted); omitted for the filter role",
+    )
     measures: dict[str, float | None] | None = Field(
-        None, description="each rule's linear sensitivity measure S (seed 003 B.1), by rule "
+        None,
+        description="each rule's linear sensitivity measure S (seed 003 B.1), by rule "
         "label; null where the rule does not apply (empty cell, every contributor waived); "
-        "omitted for profiles that do not disclose measures")
+        "omitted for profiles that do not disclose measures",
+    )
     upper_protection: float | None = None
     lower_protection: float | None = None
 

@@ -21,10 +21,13 @@ class Dimension(BaseModel):
     name: Code
     total: Code = Field("Total", description="code of the dimension's grand total")
     leaves: list[Code] | None = Field(
-        None, min_length=1, max_length=100_000, description="flat dimension: its leaf codes")
+        None, min_length=1, max_length=100_000, description="flat dimension: its leaf codes"
+    )
     children: dict[Code, list[Code]] | None = Field(
-        None, description="hierarchical dimension: each parent code's child codes, the total "
-        "included as a parent; a code may have a single child")
+        None,
+        description="hierarchical dimension: each parent code's child codes, the total "
+        "included as a parent; a code may have a single child",
+    )
 
     @model_validator(mode="after")
     def _one_form(self) -> Dimension:
@@ -39,13 +42,19 @@ class Structure(BaseModel):
     model_config = _STRICT
     dimensions: list[Dimension] = Field(min_length=1, max_length=8)
     tables: list[list[Code]] | None = Field(
-        None, min_length=1, max_length=50,
+        None,
+        min_length=1,
+        max_length=50,
         description="linked tables, each the names of its dimensions; omitted: one table of "
         "all dimensions. Cells are keyed by one code per dimension of 'dimensions', the "
-        "dimension's total standing for a dimension a table does not have")
+        "dimension's total standing for a dimension a table does not have",
+    )
     tolerance: float = Field(
-        0.0, ge=0, description="absolute tolerance on |parent - sum(children)| for sent "
-        "margins; the audit then treats each relation as holding within it")
+        0.0,
+        ge=0,
+        description="absolute tolerance on |parent - sum(children)| for sent "
+        "margins; the audit then treats each relation as holding within it",
+    )
 
 
 class Protection(BaseModel):
@@ -62,21 +71,39 @@ class CountRules(BaseModel):
     threshold rules instead of magnitude rules."""
 
     model_config = _STRICT
-    threshold: float | None = Field(None, ge=0, description="cells with 0 < count < "
-                                    "threshold are sensitive (the threshold rule)")
+    threshold: float | None = Field(
+        None,
+        ge=0,
+        description="cells with 0 < count < threshold are sensitive (the threshold rule)",
+    )
     extended: ExtendedRules | None = Field(
-        None, description="seed 001's extended threshold rules on the cells whose key and "
+        None,
+        description="seed 001's extended threshold rules on the cells whose key and "
         "target codes are leaves (any code of the other dimensions), the key hierarchies' "
-        "areas (subtotals) and both marginals; needs 'keys' and 'targets'")
-    keys: list[Code] = Field(default_factory=list, max_length=8, description="dimensions "
-                             "that are key variables (known to an intruder); extended rules")
-    targets: list[Code] = Field(default_factory=list, max_length=8, description="dimensions "
-                                "that are target variables; extended rules")
-    range: float = Field(0.0, ge=0, le=100, description="protection level as a percentage of "
-                         "the cell's count; 0: the cell must only not be disclosed exactly")
+        "areas (subtotals) and both marginals; needs 'keys' and 'targets'",
+    )
+    keys: list[Code] = Field(
+        default_factory=list,
+        max_length=8,
+        description="dimensions that are key variables (known to an intruder); extended rules",
+    )
+    targets: list[Code] = Field(
+        default_factory=list,
+        max_length=8,
+        description="dimensions that are target variables; extended rules",
+    )
+    range: float = Field(
+        0.0,
+        ge=0,
+        le=100,
+        description="protection level as a percentage of "
+        "the cell's count; 0: the cell must only not be disclosed exactly",
+    )
     zero_cells: Literal["safe", "sensitive"] = Field(
-        "safe", description="threshold rule: 'sensitive' for zeros whose emptiness is itself "
-        "confidential (informative zeros, seed 001); the extended rules have their own")
+        "safe",
+        description="threshold rule: 'sensitive' for zeros whose emptiness is itself "
+        "confidential (informative zeros, seed 001); the extended rules have their own",
+    )
 
     @model_validator(mode="after")
     def _rules_given(self) -> CountRules:
@@ -93,14 +120,19 @@ class TableCell(BaseModel):
 
     model_config = _STRICT
     key: CellKey = Field(min_length=1, max_length=8, description="one code per dimension")
-    value: float | None = Field(None, description="the cell value; default: the sum of "
-                                "contributions, the summary's total, or the sum of its children")
+    value: float | None = Field(
+        None,
+        description="the cell value; default: the sum of "
+        "contributions, the summary's total, or the sum of its children",
+    )
     contributions: list[Contribution] | None = None
     summary: Summary | None = None
     protection: Protection | None = Field(
-        None, description="makes the cell sensitive with these protection levels")
+        None, description="makes the cell sensitive with these protection levels"
+    )
     lower_bound: float | None = Field(
-        None, description="a-priori lower bound known to an intruder (default 0)")
+        None, description="a-priori lower bound known to an intruder (default 0)"
+    )
     upper_bound: float | None = Field(None, description="a-priori upper bound (default none)")
 
     @model_validator(mode="after")
@@ -117,35 +149,80 @@ class AuditCell(TableCell):
 class AuditRequest(BaseModel):
     """A table, a suppression pattern and what makes cells sensitive."""
 
-    model_config = ConfigDict(**_STRICT, json_schema_extra={"examples": [{
-        "structure": {"dimensions": [
-            {"name": "size", "leaves": ["A", "B", "C"]},
-            {"name": "activity", "leaves": ["I", "II", "III"]}]},
-        # Every leaf with its contributions: the margins pool them and are judged too.
-        "cells": [
-            {"key": ["A", "I"], "suppressed": True,
-             "contributions": [{"value": 155}, {"value": 4}, {"value": 1}]},
-            {"key": ["A", "II"], "suppressed": True,
-             "contributions": [{"value": 200}, {"value": 100}, {"value": 80}]},
-            {"key": ["A", "III"], "contributions": [{"value": 150}, {"value": 100}, {"value": 90}]},
-            {"key": ["B", "I"], "suppressed": True,
-             "contributions": [{"value": 12}, {"value": 10}, {"value": 9}, {"value": 9}]},
-            {"key": ["B", "II"], "suppressed": True,
-             "contributions": [{"value": 40}, {"value": 20}, {"value": 20}]},
-            {"key": ["B", "III"], "contributions": [{"value": 30}, {"value": 20}, {"value": 10}]},
-            {"key": ["C", "I"], "contributions": [{"value": 250}, {"value": 200}, {"value": 160}]},
-            {"key": ["C", "II"], "contributions": [{"value": 300}, {"value": 250}, {"value": 250}]},
-            {"key": ["C", "III"], "contributions": [{"value": 100}, {"value": 90},
-                                                    {"value": 80}]}],
-        "rules": {"rules": [{"type": "p_percent", "p": 20}]},
-    }]})
+    model_config = ConfigDict(
+        **_STRICT,
+        json_schema_extra={
+            "examples": [
+                {
+                    "structure": {
+                        "dimensions": [
+                            {"name": "size", "leaves": ["A", "B", "C"]},
+                            {"name": "activity", "leaves": ["I", "II", "III"]},
+                        ]
+                    },
+                    # Every leaf with its contributions: the margins pool them and are judged too.
+                    "cells": [
+                        {
+                            "key": ["A", "I"],
+                            "suppressed": True,
+                            "contributions": [{"value": 155}, {"value": 4}, {"value": 1}],
+                        },
+                        {
+                            "key": ["A", "II"],
+                            "suppressed": True,
+                            "contributions": [{"value": 200}, {"value": 100}, {"value": 80}],
+                        },
+                        {
+                            "key": ["A", "III"],
+                            "contributions": [{"value": 150}, {"value": 100}, {"value": 90}],
+                        },
+                        {
+                            "key": ["B", "I"],
+                            "suppressed": True,
+                            "contributions": [
+                                {"value": 12},
+                                {"value": 10},
+                                {"value": 9},
+                                {"value": 9},
+                            ],
+                        },
+                        {
+                            "key": ["B", "II"],
+                            "suppressed": True,
+                            "contributions": [{"value": 40}, {"value": 20}, {"value": 20}],
+                        },
+                        {
+                            "key": ["B", "III"],
+                            "contributions": [{"value": 30}, {"value": 20}, {"value": 10}],
+                        },
+                        {
+                            "key": ["C", "I"],
+                            "contributions": [{"value": 250}, {"value": 200}, {"value": 160}],
+                        },
+                        {
+                            "key": ["C", "II"],
+                            "contributions": [{"value": 300}, {"value": 250}, {"value": 250}],
+                        },
+                        {
+                            "key": ["C", "III"],
+                            "contributions": [{"value": 100}, {"value": 90}, {"value": 80}],
+                        },
+                    ],
+                    "rules": {"rules": [{"type": "p_percent", "p": 20}]},
+                }
+            ]
+        },
+    )
     structure: Structure
     cells: list[AuditCell] = Field(min_length=1)
     counts: CountRules | None = Field(None, description="the table is a count table")
     rules: RuleSet | None = None
-    profile: str | None = Field(None, max_length=100, description="name of a configured rule profile")
+    profile: str | None = Field(
+        None, max_length=100, description="name of a configured rule profile"
+    )
     time_limit: float | None = Field(
-        None, gt=0, description="solver seconds for the whole audit; capped by the service")
+        None, gt=0, description="solver seconds for the whole audit; capped by the service"
+    )
 
     @model_validator(mode="after")
     def _rules_or_profile(self) -> AuditRequest:
@@ -165,8 +242,10 @@ class AuditedCell(BaseModel):
     sensitive: bool
     protected: bool | None = Field(description="null for cells that need no protection")
     interval: tuple[float | None, float | None] | None = Field(
-        None, description="feasibility interval [min, max] (null bound: unbounded); for "
-        "partial suppression these ranges can be published instead of crosses")
+        None,
+        description="feasibility interval [min, max] (null bound: unbounded); for "
+        "partial suppression these ranges can be published instead of crosses",
+    )
     certified: bool | None = None
     flags: Flags | None = None
     missing_upper: float | None = None
@@ -174,8 +253,10 @@ class AuditedCell(BaseModel):
     upper_protection: float | None = None
     lower_protection: float | None = None
     derived: bool | None = Field(
-        None, description="a suppressed cell the published cells determine exactly: it is "
-        "read as published when the aggregations are judged")
+        None,
+        description="a suppressed cell the published cells determine exactly: it is "
+        "read as published when the aggregations are judged",
+    )
 
 
 class AuditedUnion(BaseModel):
@@ -202,9 +283,12 @@ class SensitiveAggregation(BaseModel):
     coefficients: list[float] = Field(description="lambda, largest magnitude 1")
     value: float = Field(description="the value the published cells give it")
     rule: str = Field(description="the rule that judges it sensitive")
-    measure: float | None = Field(None, description="the rule's measure S on its absolute "
-                                  "contributions (seed 002 section 5); analysts of profiles "
-                                  "that disclose measures only")
+    measure: float | None = Field(
+        None,
+        description="the rule's measure S on its absolute "
+        "contributions (seed 002 section 5); analysts of profiles "
+        "that disclose measures only",
+    )
     found_by: Literal["relation", "screen", "mip", "support"]
 
 
@@ -213,12 +297,14 @@ class AggregationReport(BaseModel):
         description="safe: every aggregation of suppressed cells an intruder can derive was "
         "proven safe; sensitive: see 'worst'; undecided: not proven in time (the verdict is "
         "then uncertified); not_applicable: aggregations through cells sent without "
-        "contributions or summary could not be judged")
+        "contributions or summary could not be judged"
+    )
     message: str
     derived: list[CellKey] = Field(description="suppressed cells the intruder computes exactly")
     sensitive_groups: int
     worst: SensitiveAggregation | None = Field(
-        None, description="the most sensitive aggregation found")
+        None, description="the most sensitive aggregation found"
+    )
     groups: int = Field(description="groups of suppressed cells with a sensitive cell")
     screened: int = Field(description="groups proven safe by the LP screen")
     mip_solves: int
@@ -227,10 +313,13 @@ class AggregationReport(BaseModel):
 
 class AuditReply(BaseModel):
     verdict: Literal["safe", "unsafe", "uncertified", "infeasible"]
-    reasons: list[str] = Field(description="why the verdict is not safe; with a safe "
-                               "verdict, what could not be checked")
-    unions_checked: bool = Field(description="every aggregation of suppressed cells was "
-                                 "judged by the rule (needs contributions or summaries)")
+    reasons: list[str] = Field(
+        description="why the verdict is not safe; with a safe verdict, what could not be checked"
+    )
+    unions_checked: bool = Field(
+        description="every aggregation of suppressed cells was "
+        "judged by the rule (needs contributions or summaries)"
+    )
     cells: list[AuditedCell] = Field(description="suppressed cells and sensitive cells")
     unions: list[AuditedUnion] | None = None
     aggregations: AggregationReport | None = None
@@ -243,55 +332,121 @@ CostKind = Literal["value", "unity", "contributors", "log", "weights"]
 class SuppressCell(TableCell):
     cost: float | None = Field(None, ge=0, description="this cell's cost under cost 'weights'")
     constraint: Literal["forbid", "force"] | None = Field(
-        None, description="'forbid': never suppress (a key figure); 'force': always suppress")
+        None, description="'forbid': never suppress (a key figure); 'force': always suppress"
+    )
 
 
 class SuppressRequest(BaseModel):
     """The whole pipeline: cells with contributions (or summaries), structure and rules in;
     every cell's status, protection, the audit and the information loss out."""
 
-    model_config = ConfigDict(**_STRICT, json_schema_extra={"examples": [{
-        "structure": {"dimensions": [
-            {"name": "size", "leaves": ["A", "B", "C"]},
-            {"name": "activity", "leaves": ["I", "II", "III"]}]},
-        "cells": [
-            {"key": ["A", "I"], "contributions": [{"value": 155}, {"value": 4}, {"value": 1}]},
-            {"key": ["A", "II"], "contributions": [{"value": 200}, {"value": 100}, {"value": 80}]},
-            {"key": ["A", "III"], "contributions": [{"value": 150}, {"value": 100}, {"value": 90}]},
-            {"key": ["B", "I"], "contributions": [{"value": 12}, {"value": 10}, {"value": 9},
-                                                  {"value": 9}]},
-            {"key": ["B", "II"], "contributions": [{"value": 40}, {"value": 20}, {"value": 20}]},
-            {"key": ["B", "III"], "contributions": [{"value": 30}, {"value": 20}, {"value": 10}]},
-            {"key": ["C", "I"], "contributions": [{"value": 250}, {"value": 200}, {"value": 160}]},
-            {"key": ["C", "II"], "contributions": [{"value": 300}, {"value": 250}, {"value": 250}]},
-            {"key": ["C", "III"], "contributions": [{"value": 100}, {"value": 90},
-                                                    {"value": 80}]}],
-        "rules": {"rules": [{"type": "p_percent", "p": 20}]},
-        "method": "exact", "cost": "value",
-    }, {
-        # A count table under seed 001's extended rules, with a hierarchical key.
-        "structure": {"dimensions": [
-            {"name": "municipality", "children": {"Total": ["North", "South"],
-                                                  "North": ["m1", "m2"], "South": ["m3"]}},
-            {"name": "Y", "leaves": ["A", "B"]}]},
-        "cells": [{"key": ["m1", "A"], "value": 19}, {"key": ["m1", "B"], "value": 1},
-                  {"key": ["m2", "A"], "value": 17}, {"key": ["m2", "B"], "value": 3},
-                  {"key": ["m3", "A"], "value": 6}, {"key": ["m3", "B"], "value": 6}],
-        "counts": {"extended": {"t_key_abs": 1, "t_key_rel": 90},
-                   "keys": ["municipality"], "targets": ["Y"]},
-        "method": "fast",
-    }]})
+    model_config = ConfigDict(
+        **_STRICT,
+        json_schema_extra={
+            "examples": [
+                {
+                    "structure": {
+                        "dimensions": [
+                            {"name": "size", "leaves": ["A", "B", "C"]},
+                            {"name": "activity", "leaves": ["I", "II", "III"]},
+                        ]
+                    },
+                    "cells": [
+                        {
+                            "key": ["A", "I"],
+                            "contributions": [{"value": 155}, {"value": 4}, {"value": 1}],
+                        },
+                        {
+                            "key": ["A", "II"],
+                            "contributions": [{"value": 200}, {"value": 100}, {"value": 80}],
+                        },
+                        {
+                            "key": ["A", "III"],
+                            "contributions": [{"value": 150}, {"value": 100}, {"value": 90}],
+                        },
+                        {
+                            "key": ["B", "I"],
+                            "contributions": [
+                                {"value": 12},
+                                {"value": 10},
+                                {"value": 9},
+                                {"value": 9},
+                            ],
+                        },
+                        {
+                            "key": ["B", "II"],
+                            "contributions": [{"value": 40}, {"value": 20}, {"value": 20}],
+                        },
+                        {
+                            "key": ["B", "III"],
+                            "contributions": [{"value": 30}, {"value": 20}, {"value": 10}],
+                        },
+                        {
+                            "key": ["C", "I"],
+                            "contributions": [{"value": 250}, {"value": 200}, {"value": 160}],
+                        },
+                        {
+                            "key": ["C", "II"],
+                            "contributions": [{"value": 300}, {"value": 250}, {"value": 250}],
+                        },
+                        {
+                            "key": ["C", "III"],
+                            "contributions": [{"value": 100}, {"value": 90}, {"value": 80}],
+                        },
+                    ],
+                    "rules": {"rules": [{"type": "p_percent", "p": 20}]},
+                    "method": "exact",
+                    "cost": "value",
+                },
+                {
+                    # A count table under seed 001's extended rules, with a hierarchical key.
+                    "structure": {
+                        "dimensions": [
+                            {
+                                "name": "municipality",
+                                "children": {
+                                    "Total": ["North", "South"],
+                                    "North": ["m1", "m2"],
+                                    "South": ["m3"],
+                                },
+                            },
+                            {"name": "Y", "leaves": ["A", "B"]},
+                        ]
+                    },
+                    "cells": [
+                        {"key": ["m1", "A"], "value": 19},
+                        {"key": ["m1", "B"], "value": 1},
+                        {"key": ["m2", "A"], "value": 17},
+                        {"key": ["m2", "B"], "value": 3},
+                        {"key": ["m3", "A"], "value": 6},
+                        {"key": ["m3", "B"], "value": 6},
+                    ],
+                    "counts": {
+                        "extended": {"t_key_abs": 1, "t_key_rel": 90},
+                        "keys": ["municipality"],
+                        "targets": ["Y"],
+                    },
+                    "method": "fast",
+                },
+            ]
+        },
+    )
     structure: Structure
     cells: list[SuppressCell] = Field(min_length=1)
     counts: CountRules | None = Field(None, description="the table is a count table")
     rules: RuleSet | None = None
-    profile: str | None = Field(None, max_length=100, description="name of a configured rule profile")
+    profile: str | None = Field(
+        None, max_length=100, description="name of a configured rule profile"
+    )
     method: Literal["fast", "exact"] = Field(
-        "fast", description="'exact': Fischetti-Salazar mixed-integer model with cuts (small "
-        "and medium tables); 'fast': one cell at a time by LP, then superfluous removal")
+        "fast",
+        description="'exact': Fischetti-Salazar mixed-integer model with cuts (small "
+        "and medium tables); 'fast': one cell at a time by LP, then superfluous removal",
+    )
     cost: CostKind = Field("value", description="information loss per suppressed cell")
     time_limit: float | None = Field(
-        None, gt=0, description="seconds for the whole call; capped by the service")
+        None, gt=0, description="seconds for the whole call; capped by the service"
+    )
 
     @model_validator(mode="after")
     def _rules_or_profile(self) -> SuppressRequest:
@@ -319,23 +474,31 @@ class SuppressSolver(BaseModel):
     gap: float | None = Field(None, description="relative gap to the lower bound (exact)")
     seconds: float
     iterations: int
-    time_limit: float = Field(description="the request's whole wall time: the reply comes "
-                              "within it, plus at most 0.5 s or 5% of it, whichever is less")
+    time_limit: float = Field(
+        description="the request's whole wall time: the reply comes "
+        "within it, plus at most 0.5 s or 5% of it, whichever is less"
+    )
     verdict: Literal["safe", "unsafe", "uncertified", "infeasible"] | None = Field(
-        None, description="the final audit's verdict on the pattern found, also when it is "
+        None,
+        description="the final audit's verdict on the pattern found, also when it is "
         "not returned ('uncertified': it could not be certified in time); null when no "
-        "pattern was reached")
+        "pattern was reached",
+    )
     unprotected: list[CellKey] = Field(
-        default_factory=list, description="with no pattern returned: the sensitive cells "
+        default_factory=list,
+        description="with no pattern returned: the sensitive cells "
         "the pattern reached leaves unprotected or not proven protected (under status "
-        "'time_limit' because the time ran out, not because the table has no safe pattern)")
+        "'time_limit' because the time ran out, not because the table has no safe pattern)",
+    )
 
 
 class SuppressReply(BaseModel):
-    safe: bool = Field(description="a pattern was found and passed the audit; false: no "
-                       "pattern is returned and 'solver.message' says why (status "
-                       "'no_safe_pattern': none within the constraints; 'time_limit': none "
-                       "found and certified in time, 'solver.unprotected' lists the cells)")
+    safe: bool = Field(
+        description="a pattern was found and passed the audit; false: no "
+        "pattern is returned and 'solver.message' says why (status "
+        "'no_safe_pattern': none within the constraints; 'time_limit': none "
+        "found and certified in time, 'solver.unprotected' lists the cells)"
+    )
     cells: list[CellStatus] = Field(description="every cell of the table")
     loss: Loss | None = None
     solver: SuppressSolver

@@ -22,7 +22,7 @@ import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from . import logs
-from .api import work
+from .api import compute_pool
 from .app import SERVER_STATE
 from .config import ConfigError, Settings
 from .metrics import REJECTION_REASONS
@@ -58,7 +58,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
       ``body_seconds`` after the reply, then the connection is closed;
     - at most ``max_connections`` connections: one more is answered 503 and closed;
     - the server's shutdown drains the app's compute pool (queued work is refused with
-      503), see :meth:`service.api.work.Pool.drain`.
+      503), see :meth:`service.api.compute_pool.ComputePool.drain`.
 
     Settings, metrics and pool come from the app through the lifespan state
     (:data:`service.app.SERVER_STATE`); an app without it gets the default settings.
@@ -84,7 +84,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         if len(self.connections) > self.limits.max_connections:
             self._refuse(503, "the service has too many open connections; retry after the "
                               "Retry-After seconds",
-                         {"Retry-After": str(work.RETRY_AFTER_SECONDS)})
+                         {"Retry-After": str(compute_pool.RETRY_AFTER_SECONDS)})
             return
         self._head_timer = self.loop.call_later(self.limits.header_seconds, self._head_timeout)
 
@@ -273,10 +273,12 @@ def main() -> None:
         log.warning("no API keys configured (SDC_API_KEYS_FILE): every caller is treated as an "
                     "analyst and sees diagnostics; this is for a developer's machine, so the "
                     "service listens on loopback only")
-    log.info("listening on http://%s:%d (%d rule profiles, %s, %d compute threads + %d queued)",
-             settings.host, settings.port, len(settings.profiles),
+    log.info("listening on http://%s:%d (%d rule profiles, %s, %d compute threads + %d "
+             "queued), %s", settings.host, settings.port, len(settings.profiles),
              "API keys required" if settings.api_keys_file else "no API keys",
-             settings.worker_threads, settings.queue_depth)
+             settings.worker_threads, settings.queue_depth,
+             "/metrics on the same port" if settings.metrics_port is None else
+             f"/metrics on port {settings.metrics_port} only (SDC_METRICS_PORT)")
     _raise_open_files(settings.max_connections + 64)
     uvicorn.run("service.app:create_app", factory=True, log_config=logs.config(settings.log_level),
                 **server_options(settings))

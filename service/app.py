@@ -7,14 +7,13 @@ import gc
 
 from fastapi import FastAPI
 
-from .api import (access, audit, conversions, errors, frequency, health, query_filter,
-                  sensitivity, suppress)
-from .api.work import Pool
+from .api import access, errors, health, v1
+from .api.compute_pool import ComputePool
+from .api_keys import ApiKeyStore
 from .config import Settings
-from .keys import KeyStore
 from .metrics import Metrics
 from .middleware import (AdmissionMiddleware, BodyLimitMiddleware, CancelledMiddleware,
-                         MetricsMiddleware)
+                         RequestLogMiddleware)
 
 #: Key of the lifespan state under which the app's ``state`` (settings, metrics, pool)
 #: reaches the server's connection protocol (service.__main__.GuardedHttpProtocol).
@@ -51,23 +50,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.metrics = metrics
     errors.install(app)
-    # First: routes are matched in order, and the filter is on the path of every user query.
-    app.include_router(query_filter.router)
+    # First: routes are matched in order, and the filter (v1's first) is on the path of
+    # every user query.
+    app.include_router(v1.router)
     app.include_router(health.router)
-    app.include_router(sensitivity.router)
-    app.include_router(frequency.router)
-    app.include_router(conversions.router)
-    app.include_router(audit.router)
-    app.include_router(suppress.router)
-    access.install(app, KeyStore(settings.api_keys_file) if settings.api_keys_file else None)
-    app.state.pool = Pool(settings.worker_threads, settings.queue_depth, metrics)
+    access.install(app, ApiKeyStore(settings.api_keys_file) if settings.api_keys_file else None)
+    app.state.pool = ComputePool(settings.worker_threads, settings.queue_depth, metrics)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(AdmissionMiddleware, pool=app.state.pool,
                        body_seconds=settings.body_seconds,
                        min_rate=settings.min_bytes_per_second,
                        grace=settings.rate_grace_seconds)
-    app.add_middleware(access.AuthMiddleware, store=app.state.keys,
+    app.add_middleware(access.AuthMiddleware, store=app.state.api_keys,
                        closed=frozenset() if settings.open_docs else access.docs_paths(app))
     app.add_middleware(CancelledMiddleware)   # inside the metrics: its 503 is counted
-    app.add_middleware(MetricsMiddleware, metrics=metrics, pool=app.state.pool)
+    app.add_middleware(RequestLogMiddleware, metrics=metrics, pool=app.state.pool)
     return app

@@ -20,9 +20,10 @@ SDC_FILTER_CELLS_PER_MINUTE
                                                  bursts up to a minute's worth), else 429
 SDC_MAX_SOLVER_SECONDS    60                     solver time per request (callers may ask less)
 SDC_LOG_LEVEL             info                   log level (JSON lines on stdout)
-SDC_API_KEYS_FILE         (none)                 JSON file of hashed API keys (service.keys);
-                                                 without it every caller is an analyst and
-                                                 the service refuses a non-loopback host
+SDC_API_KEYS_FILE         (none)                 JSON file of hashed API keys
+                                                 (service.api_keys); without it every caller
+                                                 is an analyst and the service refuses a
+                                                 non-loopback host
 SDC_WORKER_THREADS        cores - 1 (min 1)      threads of the compute pool (solvers, large
                                                  tables); one core is left to the event loop
 SDC_QUEUE_DEPTH           2                      tasks waiting for a thread before 503
@@ -65,7 +66,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from schemas.profiles import Profile, ProfileFile
-from service.keys import KeyFileError, load_key_file
+from service.api_keys import ApiKeyFileError, load_api_key_file
 
 
 class ConfigError(RuntimeError):
@@ -220,11 +221,12 @@ def _key_file(path: str | None, host: str | None) -> Path | None:
     if not path:
         if host is not None and not is_loopback(host):
             raise ConfigError(f"SDC_HOST={host} is not a loopback address and no API keys are "
-                              "configured: set SDC_API_KEYS_FILE (see python -m service.keys)")
+                              "configured: set SDC_API_KEYS_FILE (see python -m "
+                              "service.api_keys)")
         return None
     try:
-        load_key_file(Path(path))
-    except KeyFileError as exc:
+        load_api_key_file(Path(path))
+    except ApiKeyFileError as exc:
         raise ConfigError(f"SDC_API_KEYS_FILE: {exc}") from None
     return Path(path)
 

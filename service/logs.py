@@ -3,10 +3,10 @@
 Access lines (logger ``sdc.access``) carry the request id, method, route *template* (never
 the raw path or query, which could hold data), status, duration and sizes, and the key id
 and role of the caller; a 401 line carries the key id the request presented (only a
-well-formed id of an ``<id>.<secret>`` key, never a secret: ``service.keys.presented_id``)
-and no role, so that an operator can tell a revoked key still in use from someone trying
-keys. Other records carry the request id of the request they happened in.
-Exceptions are logged by type and stack frames only: an exception's message can quote the
+well-formed id of an ``<id>.<secret>`` API key, never a secret:
+``service.api_keys.presented_id``) and no role, so that an operator can tell a revoked key
+still in use from someone trying keys. Other records carry the request id of the request
+they happened in. Exceptions are logged by type and stack frames only: an exception's message can quote the
 input that caused it (a contribution, a respondent id).
 """
 

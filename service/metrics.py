@@ -18,12 +18,13 @@ REJECTION_REASONS = {401: "unauthorized", 403: "forbidden", 408: "timeout", 413:
                      422: "invalid", 429: "rate_limited", 503: "overloaded"}
 
 
-class KeyCells:
-    """``sdc_filter_cells_total{key_id,outcome}``: the cells each filter-role key sent,
-    admitted or refused by its budget (``service.api.deps.CellBudget``), so that a sweep
-    of probes shows as one key's cells; analysts are not budgeted. Key ids are bounded by
-    the key file. Plain numbers that the event loop's thread adds to and a scrape reads:
-    a Counter's ``labels`` and ``inc`` cost several microseconds on every filter request."""
+class ApiKeyCells:
+    """``sdc_filter_cells_total{key_id,outcome}``: the cells each filter-role API key sent,
+    admitted or refused by its budget (``service.api.cell_budget.CellBudget``), so that a
+    sweep of probes shows as one key's cells; analysts are not budgeted. Key ids are
+    bounded by the API key file. Plain numbers that the event loop's thread adds to and a
+    scrape reads: a Counter's ``labels`` and ``inc`` cost several microseconds on every
+    filter request."""
 
     def __init__(self, registry: CollectorRegistry):
         self.counts: dict[str, list[int]] = {}   # key id: [admitted, refused]
@@ -65,7 +66,7 @@ class Metrics:
     solver_seconds: Histogram
     solver_outcomes: Counter
     filter_decisions: Counter
-    filter_cells: KeyCells
+    filter_cells: ApiKeyCells
 
     @classmethod
     def create(cls) -> Metrics:
@@ -102,7 +103,7 @@ class Metrics:
             filter_decisions=Counter("sdc_filter_decisions", "Online filter answers by "
                                      "decision (publish, suppress, refuse)", ["decision"],
                                      registry=registry),
-            filter_cells=KeyCells(registry),
+            filter_cells=ApiKeyCells(registry),
         )
 
     def serve(self, host: str, port: int) -> Callable[[], None]:

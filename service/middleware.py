@@ -16,8 +16,8 @@ import orjson
 from starlette.exceptions import HTTPException
 
 from . import logs
-from .api import work
-from .api.errors import _REASONS
+from .api import compute_pool
+from .api.errors import REASONS
 from .metrics import REJECTION_REASONS, Metrics
 
 _SANE_REQUEST_ID = re.compile(rb"[A-Za-z0-9._:-]{1,128}")
@@ -36,15 +36,27 @@ def _request_id(headers) -> str:
     return os.urandom(12).hex()
 
 
-class MetricsMiddleware:
+class RequestLogMiddleware:
     """Per request: an id (echoed as ``X-Request-ID``), metrics by route template (bounded
     label cardinality), one access log line, and the app's compute pool for
-    :func:`service.api.work.compute`."""
+    :func:`service.api.compute_pool.compute`."""
 
-    def __init__(self, app, metrics: Metrics, pool: work.Pool | None = None):
+    def __init__(self, app, metrics: Metrics, pool: compute_pool.ComputePool | None = None):
         self.app = app
         self.metrics = metrics
         self.pool = pool
+        # (route, method, status): its request counter and latency histogram. A metric's
+        # labels() costs microseconds on every request; the keys are bounded like the labels.
+        self._series: dict[tuple[str, str, int], tuple] = {}
+
+    def _observe(self, route: str, method: str, status: int, seconds: float) -> None:
+        series = self._series.get((route, method, status))
+        if series is None:
+            series = self._series[route, method, status] = (
+                self.metrics.requests.labels(route, method, str(status)),
+                self.metrics.latency.labels(route))
+        series[0].inc()
+        series[1].observe(seconds)
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -55,8 +67,8 @@ class MetricsMiddleware:
         # Not reset afterwards: each request runs in a task of its own, and the app's
         # handler of unexpected errors runs outside this middleware but must still log the id.
         logs.request_id.set(rid)
-        work.current_pool.set(self.pool)
-        work.inline_allowed.set(scope["path"] in work.INLINE_ROUTES)
+        compute_pool.current_pool.set(self.pool)
+        compute_pool.inline_allowed.set(scope["path"] in compute_pool.INLINE_ROUTES)
         status = 500
         sizes = [0, 0]   # request bytes, reply bytes
         header = (b"x-request-id", rid.encode())
@@ -85,8 +97,7 @@ class MetricsMiddleware:
             route = scope.get("route")
             label = getattr(route, "path", "unmatched")
             method = scope["method"] if scope["method"] in _METHODS else "other"
-            self.metrics.requests.labels(label, method, str(status)).inc()
-            self.metrics.latency.labels(label).observe(elapsed)
+            self._observe(label, method, status, elapsed)
             reason = REJECTION_REASONS.get(status)
             if reason is not None:
                 self.metrics.rejected.labels(reason).inc()
@@ -103,10 +114,10 @@ class AdmissionMiddleware:
     ``grace`` seconds have passed, and the whole body within ``body_seconds``, else 408
     (a slow sender would otherwise hold its task, and for a large body a pool slot, for as
     long as it likes). A large ``/v1`` body also needs a slot of the pool's capacity of
-    large requests before it is read (see :mod:`service.api.work`): 503 with Retry-After
-    when they are taken."""
+    large requests before it is read (see :mod:`service.api.compute_pool`): 503 with
+    Retry-After when they are taken."""
 
-    def __init__(self, app, pool: work.Pool, body_seconds: float = 30.0,
+    def __init__(self, app, pool: compute_pool.ComputePool, body_seconds: float = 30.0,
                  min_rate: float = 32768, grace: float = 5.0):
         self.app = app
         self.pool = pool
@@ -120,7 +131,8 @@ class AdmissionMiddleware:
             return
         large = scope["path"].startswith("/v1/") and _large(scope)
         if large and not self.pool.admit_request():
-            refusal = work.ShuttingDown() if self.pool.draining else work.PoolFull()
+            refusal = (compute_pool.ShuttingDown() if self.pool.draining
+                       else compute_pool.PoolFull())
             await send_error(send, 503, refusal.detail, headers=refusal.headers)
             return
         try:
@@ -181,7 +193,7 @@ def _has_body(scope) -> bool:
 def _large(scope) -> bool:
     for name, value in scope["headers"]:
         if name == b"content-length":
-            return not value.isdigit() or int(value) > work.LARGE_BODY_BYTES
+            return not value.isdigit() or int(value) > compute_pool.LARGE_BODY_BYTES
     return scope["method"] not in ("GET", "HEAD")   # streamed: size unknown
 
 
@@ -266,14 +278,14 @@ class CancelledMiddleware:
                 # Answered instead: the task ends normally, so uvicorn neither logs an
                 # "Exception in ASGI application" nor writes its own 500.
                 task.uncancel()
-            refusal = work.ShuttingDown()
+            refusal = compute_pool.ShuttingDown()
             await send_error(send, 503, refusal.detail, headers=refusal.headers)
 
 
 def error_body(status: int, message: str) -> bytes:
     """The JSON body of an error reply in the service's usual shape, for replies written
     outside the app's error handlers (ASGI middleware, the connection protocol)."""
-    return orjson.dumps({"error": _REASONS.get(status, "error"), "detail": [
+    return orjson.dumps({"error": REASONS.get(status, "error"), "detail": [
         {"field": None, "cell": None, "key": None, "message": message}]})
 
 

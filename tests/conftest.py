@@ -1,4 +1,4 @@
-"""Shared fixtures: the real app behind a fastapi TestClient."""
+"""Shared fixtures: the real app behind a fastapi TestClient, and an API key file."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ with warnings.catch_warnings():
 
 from service.app import create_app
 from service.config import Settings
+from tests.callers import ANALYST_KEY, FILTER_KEY, write_keys
 
 
 @pytest.fixture
@@ -34,3 +35,11 @@ def make_client():
 def client(make_client) -> TestClient:
     """A client on an app with the default settings."""
     return make_client()
+
+
+@pytest.fixture
+def key_file(tmp_path):
+    """An API key file with ``FILTER_KEY`` and ``ANALYST_KEY`` (:mod:`tests.callers`), one
+    entry in each hash format in force: both verify."""
+    return write_keys(tmp_path / "keys.json", (FILTER_KEY, "filter", "hmac-sha256"),
+                      (ANALYST_KEY, "analyst", "sha256"))

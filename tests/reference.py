@@ -85,3 +85,23 @@ def feasibility_intervals_naive(relations, values, suppressed, lower_bounds=0.0,
             else:
                 return result("error", res.message, n_lp)
     return result("optimal", "all intervals certified", n_lp)
+
+
+def brute_force(relations, values, suppressed, lower=0.0, upper=np.inf) -> np.ndarray:
+    """``[min, max]`` per suppressed cell: one fresh dense LP over all cells per bound."""
+    a = relations.toarray()
+    n = a.shape[1]
+    lo = np.where(suppressed, lower, values)
+    hi = np.where(suppressed, upper, values)
+    out = []
+    for j in np.flatnonzero(suppressed):
+        pair = []
+        for sense in (1.0, -1.0):
+            c = np.zeros(n)
+            c[j] = sense
+            res = linprog(c, A_eq=a, b_eq=np.zeros(len(a)), bounds=np.column_stack([lo, hi]),
+                          method="highs")
+            assert res.status in (0, 3), res.message
+            pair.append(sense * res.fun if res.status == 0 else -sense * np.inf)
+        out.append(pair)
+    return np.array(out).reshape(-1, 2)

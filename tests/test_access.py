@@ -10,34 +10,18 @@ import time
 import pytest
 from fastapi.routing import APIRoute, iter_route_contexts
 
-from service import keys
+from service import api_keys
 from service.api.access import current_caller
 from service.app import create_app
 from service.config import ConfigError, Settings
+from tests.callers import ANALYST_KEY, FILTER_KEY, write_keys
+from tests.servers import free_port
 
 BODY = {"cells": [{"key": ["Mining", "North"], "contributions": [
     {"value": 50000, "holding": "A"}, {"value": 49000, "holding": "B"}, {"value": 1000}]},
     {"key": ["Mining", "South"], "summary": {"total": 110000, "count": 3,
                                              "largest": [52000, 50000]}}],
     "rules": {"rules": [{"type": "p_percent", "p": 10}, {"type": "dominance", "n": 1, "k": 90}]}}
-FILTER_KEY = "portal.filter-secret-0123456789"
-ANALYST_KEY = "methods.analyst-secret-9876543210"
-
-
-def write_keys(path, *entries):
-    path.write_text(json.dumps({"keys": [
-        {"id": key.partition(".")[0], "role": role, "hash": keys.hash_key(key, method=method)}
-        for key, role, method in entries]}))
-    return path
-
-
-@pytest.fixture
-def key_file(tmp_path):
-    # One entry of each format in force: both verify.
-    return write_keys(tmp_path / "keys.json", (FILTER_KEY, "filter", "hmac-sha256"),
-                      (ANALYST_KEY, "analyst", "sha256"))
-
-
 @pytest.fixture
 def secured(make_client, key_file):
     return make_client(api_keys_file=key_file)
@@ -138,19 +122,11 @@ def test_bad_docs_and_metrics_settings_stop_the_start():
     assert Settings.from_env({"SDC_METRICS_PORT": "9464"}).metrics_port == 9464
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_metrics_on_their_own_port_only(make_client, key_file):
     import urllib.error
     import urllib.request
 
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}/metrics"
     with make_client(api_keys_file=key_file, metrics_port=port) as secured:
         assert secured.post("/v1/sensitivity", json=BODY,
@@ -205,7 +181,7 @@ def test_without_keys_everyone_is_analyst(client):
 
 
 def test_keys_rotate_without_restart(secured, key_file, monkeypatch):
-    monkeypatch.setattr(keys, "RELOAD_INTERVAL", 0.0)
+    monkeypatch.setattr(api_keys, "RELOAD_INTERVAL", 0.0)
     new_key = "portal2.rotated-secret-abcdef"
     assert secured.post("/v1/sensitivity", json=BODY, headers={"X-API-Key": FILTER_KEY}).status_code == 200
     time.sleep(0.01)
@@ -216,7 +192,7 @@ def test_keys_rotate_without_restart(secured, key_file, monkeypatch):
 
 
 def test_a_broken_key_file_keeps_the_previous_keys(secured, key_file, monkeypatch, caplog):
-    monkeypatch.setattr(keys, "RELOAD_INTERVAL", 0.0)
+    monkeypatch.setattr(api_keys, "RELOAD_INTERVAL", 0.0)
     time.sleep(0.01)
     key_file.write_text('{"keys": [{"id": "x", "role": "admin", "hash": "sha256$00$11"}]}')
     r = secured.post("/v1/sensitivity", json=BODY, headers={"X-API-Key": ANALYST_KEY})
@@ -248,33 +224,33 @@ def test_bad_key_file_stops_the_start_without_quoting_hashes(tmp_path):
 
 
 def test_key_helper_makes_entries_that_verify(capsys):
-    keys._main(["new", "--id", "ops", "--role", "filter"])
+    api_keys._main(["new", "--id", "ops", "--role", "filter"])
     out = capsys.readouterr()
     key = out.err.split(": ", 1)[1].strip()
     entry = json.loads(out.out)
     assert key.startswith("ops.") and entry["id"] == "ops" and entry["role"] == "filter"
     assert len(key) == len("ops.") + 43   # 256 random bits in base64url
     assert key not in out.out and entry["hash"].startswith("hmac-sha256$")
-    assert keys.verify(key, entry["hash"]) and not keys.verify(key + "x", entry["hash"])
+    assert api_keys.verify(key, entry["hash"]) and not api_keys.verify(key + "x", entry["hash"])
 
 
 def test_key_helper_hashes_a_key_from_stdin_and_refuses_a_short_secret(capsys, monkeypatch):
     import io
 
     monkeypatch.setattr("sys.stdin", io.StringIO(ANALYST_KEY + "\n"))
-    keys._main(["hash", "--role", "analyst"])
+    api_keys._main(["hash", "--role", "analyst"])
     entry = json.loads(capsys.readouterr().out)
     assert entry["id"] == "methods" and entry["hash"].startswith("hmac-sha256$")
-    assert keys.verify(ANALYST_KEY, entry["hash"])
+    assert api_keys.verify(ANALYST_KEY, entry["hash"])
     # A fast hash is safe for random secrets only: a password-like one is refused.
     monkeypatch.setattr("sys.stdin", io.StringIO("methods.hunter2\n"))
     with pytest.raises(SystemExit) as exc:
-        keys._main(["hash", "--role", "analyst"])
+        api_keys._main(["hash", "--role", "analyst"])
     assert exc.value.code == 2
     assert "at least 22 random characters" in capsys.readouterr().err
 
 
-# An entry as `python -m service.keys new` wrote it before hmac-sha256 (scrypt, n=2**14).
+# An entry as `python -m service.api_keys new` wrote it before hmac-sha256 (scrypt, n=2**14).
 SCRYPT_ENTRY = {"id": "old-portal", "role": "filter", "hash": (
     "scrypt$16384$8$1$EPFVnZR-lC8BhUxvqdV9Dw$8FPpWW1XIg8VjSR9D0oOxn00fi96ArLT0e-cbnRDjngMC_"
     "En4Lm4yar9r34GNzMDcc2UIYrZc8K_CmABWIgqjQ")}
@@ -285,13 +261,13 @@ def test_scrypt_entries_stop_the_start_and_say_what_to_do(tmp_path):
     path.write_text(json.dumps({"keys": [SCRYPT_ENTRY]}))
     with pytest.raises(ConfigError, match=r"keys\.0\.hash \(id 'old-portal'\): scrypt") as exc:
         Settings.from_env({"SDC_API_KEYS_FILE": str(path)})
-    assert "python -m service.keys new" in str(exc.value)
+    assert "python -m service.api_keys new" in str(exc.value)
     assert SCRYPT_ENTRY["hash"] not in str(exc.value)
 
 
 def test_a_reloaded_scrypt_entry_keeps_the_previous_keys(secured, key_file, monkeypatch,
                                                           caplog):
-    monkeypatch.setattr(keys, "RELOAD_INTERVAL", 0.0)
+    monkeypatch.setattr(api_keys, "RELOAD_INTERVAL", 0.0)
     time.sleep(0.01)
     key_file.write_text(json.dumps({"keys": [SCRYPT_ENTRY]}))
     r = secured.post("/v1/sensitivity", json=BODY, headers={"X-API-Key": FILTER_KEY})
@@ -310,8 +286,8 @@ def _median_seconds(call, key: str, rounds: int = 2000) -> float:
 
 def test_unknown_ids_and_wrong_secrets_take_the_same_few_microseconds(key_file):
     """Before: a known id with a wrong secret cost a 40-70 ms scrypt, an unknown id 1 us,
-    so the time told which ids exist. Now both do the same work (service.keys)."""
-    store = keys.KeyStore(key_file)
+    so the time told which ids exist. Now both do the same work (service.api_keys)."""
+    store = api_keys.ApiKeyStore(key_file)
     assert store.verify(FILTER_KEY).role == "filter"
     assert store.verify(ANALYST_KEY).role == "analyst"
     wrong = {"unknown id": "nobody.filter-secret-0123456789",
@@ -359,7 +335,7 @@ def test_many_concurrent_wrong_keys_do_not_delay_a_valid_one(secured):
 def test_create_app_refuses_a_bad_key_file(tmp_path):
     path = tmp_path / "k.json"
     path.write_text("[]")
-    with pytest.raises(keys.KeyFileError):
+    with pytest.raises(api_keys.ApiKeyFileError):
         create_app(Settings(api_keys_file=path))
 
 

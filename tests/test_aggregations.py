@@ -352,6 +352,7 @@ def _oracle_relations(case: Case, suppressed: np.ndarray):
     return a[touching]
 
 
+@pytest.mark.long
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data(), table=small_tables())
 def test_audit_agrees_with_brute_force(data, table):
@@ -395,6 +396,7 @@ def test_audit_agrees_with_brute_force(data, table):
         assert ok
 
 
+@pytest.mark.long
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 @given(table=small_tables(), method=st.sampled_from(["fast", "exact"]))
 def test_every_returned_pattern_passes_the_brute_force(table, method):

@@ -8,8 +8,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from .callers import FILTER_KEY
 from .golden import cases
-from .test_audit import brute_force
+from .reference import brute_force
 from service.sdc.table import Hierarchy, Table
 
 TABLE_7 = next(c for c in cases("intervals.json") if c.id == "daalmans-table-7").values[0]
@@ -269,11 +270,7 @@ def test_random_patterns_match_brute_force(client, data):
         assert got[t.key(j)] == pytest.approx(want, abs=1e-6)
 
 
-from .test_access import key_file  # noqa: E402,F401  (the fixture)
-
-
 def test_filter_role_gets_the_verdict_only(make_client, key_file):
-    from .test_access import FILTER_KEY
     secured = make_client(api_keys_file=key_file)
     b = golden_body(TABLE_7, **{"A,I": {"protection": {"upper": 30, "lower": 0}}})
     r = secured.post("/v1/audit", json=b, headers={"X-API-Key": FILTER_KEY})

@@ -11,7 +11,7 @@ import pytest
 
 from schemas.profiles import Profile
 from service.sdc import noise
-from tests.test_access import ANALYST_KEY, FILTER_KEY, write_keys
+from tests.callers import ANALYST_KEY, FILTER_KEY, write_keys
 
 SECRET = b"filter-api-test-secret-0123"
 OTHER_SECRET = b"another-secret-for-the-filter"

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.callers import FILTER_KEY, write_keys
 from tests.golden import load
-from tests.test_access import FILTER_KEY, write_keys
 
 URL = "/v1/frequency/sensitivity"
 OFF = dict(rule_1a=False, rule_1b=False, rule_2a=False, rule_2b=False, rule_3=False)

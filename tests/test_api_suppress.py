@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.callers import ANALYST_KEY, FILTER_KEY
+
 TABLE_6 = {("A", "I"): 160, ("A", "II"): 380, ("A", "III"): 340, ("B", "I"): 40,
            ("B", "II"): 80, ("B", "III"): 60, ("C", "I"): 610, ("C", "II"): 800,
            ("C", "III"): 270}
@@ -94,11 +96,7 @@ def test_negative_values_by_the_shift(client):
     assert cell["interval"][0] < 269 < cell["interval"][1]
 
 
-from .test_access import key_file  # noqa: E402,F401  (the fixture)
-
-
 def test_filter_role_gets_statuses_only(make_client, key_file):
-    from .test_access import ANALYST_KEY, FILTER_KEY
     secured = make_client(api_keys_file=key_file)
     as_filter = secured.post("/v1/suppress", json=body(), headers={"X-API-Key": FILTER_KEY})
     as_analyst = secured.post("/v1/suppress", json=body(), headers={"X-API-Key": ANALYST_KEY})

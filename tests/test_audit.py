@@ -10,35 +10,15 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy.optimize import linprog
 
 from service.sdc import audit
 from service.sdc.audit import check_protection, feasibility_intervals
 from service.sdc.errors import InputError
 from service.sdc.table import Hierarchy, LinkedTables, Table
-from tests.reference import feasibility_intervals_naive
+from tests.golden import golden_table
+from tests.reference import brute_force, feasibility_intervals_naive
 
 GOLDEN = json.loads((Path(__file__).parent / "data/golden/intervals.json").read_text())
-
-
-def brute_force(relations, values, suppressed, lower=0.0, upper=np.inf) -> np.ndarray:
-    """``[min, max]`` per suppressed cell: one fresh dense LP over all cells per bound."""
-    a = relations.toarray()
-    n = a.shape[1]
-    lo = np.where(suppressed, lower, values)
-    hi = np.where(suppressed, upper, values)
-    out = []
-    for j in np.flatnonzero(suppressed):
-        pair = []
-        for sense in (1.0, -1.0):
-            c = np.zeros(n)
-            c[j] = sense
-            res = linprog(c, A_eq=a, b_eq=np.zeros(len(a)), bounds=np.column_stack([lo, hi]),
-                          method="highs")
-            assert res.status in (0, 3), res.message
-            pair.append(sense * res.fun if res.status == 0 else -sense * np.inf)
-        out.append(pair)
-    return np.array(out).reshape(-1, 2)
 
 
 def assert_matches(result, expected):
@@ -46,20 +26,6 @@ def assert_matches(result, expected):
     assert result.certified.all()
     np.testing.assert_allclose(result.lower, expected[:, 0], atol=1e-6)
     np.testing.assert_allclose(result.upper, expected[:, 1], atol=1e-6)
-
-
-def golden_table(case):
-    rows = Hierarchy.flat("row", case["rows"][:-1], case["rows"][-1])
-    cols = Hierarchy.flat("col", case["cols"][:-1], case["cols"][-1])
-    t = Table([rows, cols])
-    values = np.empty(t.n_cells)
-    suppressed = np.zeros(t.n_cells, dtype=bool)
-    for i, r in enumerate(case["rows"]):
-        for k, c in enumerate(case["cols"]):
-            cell = t.cell_index((r, c))
-            values[cell] = case["values"][i][k]
-            suppressed[cell] = case["published"][i][k] is None
-    return t, values, suppressed
 
 
 # --- golden cases of the seeds -----------------------------------------------------------

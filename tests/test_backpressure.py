@@ -17,12 +17,12 @@ import urllib.request
 import httpx
 import pytest
 
-from benchmarks.loadgen import ROOT, free_port, wait_up
-from service.api import sensitivity, work
-from service.api.deps import solver_seconds
+from service.api import compute_pool, sensitivity
 from service.app import create_app
 from service.config import Settings
 from service.metrics import Metrics
+from service.pipeline.limits import solver_seconds
+from tests.servers import ROOT, free_port, served, wait_up
 
 CELLS = [{"key": [f"c{i}"], "summary": {"total": 100.0, "count": 3, "largest": [60.0, 30.0]}}
          for i in range(3)]
@@ -39,12 +39,12 @@ def metric(text: str, name: str) -> float:
 def test_pool_admits_threads_plus_queue_then_refuses():
     async def scenario():
         metrics = Metrics.create()
-        pool = work.Pool(1, 1, metrics)
+        pool = compute_pool.ComputePool(1, 1, metrics)
         gate = threading.Event()
         tasks = [asyncio.ensure_future(pool.run(gate.wait, 5)) for _ in range(2)]
         await asyncio.sleep(0.05)
         assert pool.admitted == 2
-        with pytest.raises(work.PoolFull) as refused:
+        with pytest.raises(compute_pool.PoolFull) as refused:
             await pool.run(lambda: None)
         assert refused.value.status_code == 503
         assert refused.value.headers == {"Retry-After": "1"}
@@ -63,14 +63,14 @@ def test_pool_admits_threads_plus_queue_then_refuses():
 
 def test_cancelled_request_keeps_its_slot_until_the_thread_is_done():
     async def scenario():
-        pool = work.Pool(1, 0)
+        pool = compute_pool.ComputePool(1, 0)
         gate = threading.Event()
         task = asyncio.ensure_future(pool.run(gate.wait, 5))
         await asyncio.sleep(0.05)
         task.cancel()
         await asyncio.sleep(0.01)
         assert pool.admitted == 1   # the thread is still working on it
-        with pytest.raises(work.PoolFull):
+        with pytest.raises(compute_pool.PoolFull):
             await pool.run(lambda: None)
         gate.set()
         await asyncio.sleep(0.05)
@@ -83,14 +83,14 @@ def test_cancelled_request_keeps_its_slot_until_the_thread_is_done():
 def _gated_sensitivity(monkeypatch) -> threading.Event:
     """Make /v1/sensitivity wait for the returned event in the pool (even small tables)."""
     gate = threading.Event()
-    real = sensitivity._assess
+    real = sensitivity.assess
 
     def slow(*args):
         gate.wait(20)
         return real(*args)
 
-    monkeypatch.setattr(sensitivity, "_assess", slow)
-    monkeypatch.setattr(work, "INLINE_CELLS", 0)
+    monkeypatch.setattr(sensitivity, "assess", slow)
+    monkeypatch.setattr(compute_pool, "INLINE_CELLS", 0)
     return gate
 
 
@@ -217,7 +217,7 @@ def test_solver_routes_never_run_inline(make_client):
 
 
 def test_large_bodies_refused_before_they_are_read(make_client, monkeypatch):
-    monkeypatch.setattr(work, "LARGE_BODY_BYTES", 200)
+    monkeypatch.setattr(compute_pool, "LARGE_BODY_BYTES", 200)
     client = make_client(worker_threads=1, queue_depth=0)
     pool = client.app.state.pool
     small = {**BODY, "cells": CELLS[:1]}
@@ -236,7 +236,7 @@ def test_large_bodies_refused_before_they_are_read(make_client, monkeypatch):
 
 def test_slow_large_body_gets_408_and_frees_its_slot(monkeypatch):
     """A sender trickling a large body cannot hold a pool slot past SDC_BODY_SECONDS."""
-    monkeypatch.setattr(work, "LARGE_BODY_BYTES", 10)
+    monkeypatch.setattr(compute_pool, "LARGE_BODY_BYTES", 10)
     app = create_app(Settings(worker_threads=1, queue_depth=0, body_seconds=0.2))
     payload = json.dumps(BODY).encode()
 
@@ -262,7 +262,7 @@ def test_slow_large_body_gets_408_and_frees_its_slot(monkeypatch):
 
 def test_drain_refuses_queued_and_new_work_and_lets_the_running_task_finish():
     async def scenario():
-        pool = work.Pool(1, 2)
+        pool = compute_pool.ComputePool(1, 2)
         gate = threading.Event()
         running = asyncio.ensure_future(pool.run(gate.wait, 10))
         await asyncio.sleep(0.05)
@@ -271,12 +271,12 @@ def test_drain_refuses_queued_and_new_work_and_lets_the_running_task_finish():
         assert pool.admitted == 3
         pool.drain()
         for task in queued:
-            with pytest.raises(work.ShuttingDown) as refused:
+            with pytest.raises(compute_pool.ShuttingDown) as refused:
                 await asyncio.wait_for(task, 1)
             assert refused.value.status_code == 503
             assert refused.value.headers == {"Retry-After": "1"}
             assert "shutting down" in refused.value.detail
-        with pytest.raises(work.ShuttingDown):
+        with pytest.raises(compute_pool.ShuttingDown):
             await pool.run(sum, [1, 2])
         assert not pool.admit_request()
         assert not running.done() and pool.admitted == 1
@@ -301,7 +301,6 @@ def test_shutdown_refuses_queued_requests_with_503_and_finishes_the_running_one(
     """SIGTERM with one solve running and two queued (1 thread + SDC_QUEUE_DEPTH=2): the
     queued ones are answered 503 with Retry-After at once, in the service's error shape,
     and the running one is answered 200 when it ends."""
-    from tests.test_slow_clients import served
     gate = _gated_sensitivity(monkeypatch)
     app = create_app(Settings(worker_threads=1, queue_depth=2, shutdown_seconds=20))
     pool = app.state.pool
@@ -341,7 +340,6 @@ def test_shutdown_refuses_queued_requests_with_503_and_finishes_the_running_one(
 def test_a_request_cut_by_the_shutdown_period_gets_a_json_503(monkeypatch):
     """When SDC_SHUTDOWN_SECONDS runs out before a request is answered, uvicorn cancels it;
     the caller gets 503 with Retry-After in the usual shape, not a plain-text 500."""
-    from tests.test_slow_clients import served
     gate = _gated_sensitivity(monkeypatch)
     app = create_app(Settings(worker_threads=1, queue_depth=0, shutdown_seconds=0.5))
     replies: list = []

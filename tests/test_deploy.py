@@ -39,8 +39,8 @@ from yamllint import linter
 from yamllint.config import YamlLintConfig
 
 from service.__main__ import KEEP_ALIVE_SECONDS, GuardedHttpProtocol, server_options
+from service.api_keys import ApiKeyFileError, load_api_key_file, verify
 from service.config import ConfigError, Settings, load_profiles
-from service.keys import KeyFileError, load_key_file, verify
 from service.metrics import REJECTION_REASONS, SOLVER_STATUSES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -316,8 +316,8 @@ def test_secret_template_is_a_template_that_cannot_start_the_service(tmp_path):
     assert set(values) == {"api-keys.json", "noise-secret"}
     assert all("REPLACE" in v for v in values.values()), "placeholders must say so"
     (tmp_path / "keys.json").write_text(values["api-keys.json"])
-    with pytest.raises(KeyFileError, match="hash"):
-        load_key_file(tmp_path / "keys.json")
+    with pytest.raises(ApiKeyFileError, match="hash"):
+        load_api_key_file(tmp_path / "keys.json")
     (tmp_path / "noise-secret").write_text(values["noise-secret"])
     with pytest.raises(ConfigError, match="white space"):
         Settings.from_env({"SDC_NOISE_SECRET_FILE": str(tmp_path / "noise-secret")})
@@ -689,7 +689,7 @@ def test_compose_environment_starts_the_service_with_the_local_keys():
     settings = Settings.from_env(env)
     assert settings.host == "0.0.0.0" and settings.api_keys_file == LOCAL_KEYS
     assert settings.profiles
-    keys = load_key_file(LOCAL_KEYS)
+    keys = load_api_key_file(LOCAL_KEYS)
     assert {k.role for k in keys.values()} == {"analyst", "filter"}
     readme = (ROOT / "README.md").read_text()
     raw = json.loads(LOCAL_KEYS.read_text())["keys"]

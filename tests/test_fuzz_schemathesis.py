@@ -25,9 +25,10 @@ from schemathesis.specs.openapi.checks import (content_type_conformance,
                                                response_schema_conformance,
                                                status_code_conformance)
 
-from benchmarks.loadgen import server
-from service import keys
+from service import api_keys
+from tests.servers import server
 
+pytestmark = pytest.mark.long   # about 35 s: left out of the quick loop (README)
 EXAMPLES = int(os.environ.get("SDC_FUZZ_EXAMPLES", "50"))
 #: Request fields whose values are confidential (contributions, respondents, bounds).
 CONFIDENTIAL = {"value", "total", "largest", "weight", "requested", "holding", "lower_bound",
@@ -73,8 +74,9 @@ def live(request, tmp_path_factory):
     headers = {}
     if request.param == "filter":
         path = tmp_path_factory.mktemp("keys") / "keys.json"
-        path.write_text(json.dumps({"keys": [{"id": "fuzz-filter", "role": "filter",
-                                              "hash": keys.hash_key(FILTER_KEY, method="sha256")}]}))
+        path.write_text(json.dumps({"keys": [
+            {"id": "fuzz-filter", "role": "filter",
+             "hash": api_keys.hash_key(FILTER_KEY, method="sha256")}]}))
         env["SDC_API_KEYS_FILE"] = str(path)
         headers = {"X-API-Key": FILTER_KEY}
     with server(env) as srv:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -87,7 +88,7 @@ def test_crash_is_logged_by_type_and_frames_not_message(make_client, log_lines, 
     def explode(*args):
         raise ValueError(f"could not use contribution {SECRET_VALUE} of {SECRET_HOLDING}")
 
-    monkeypatch.setattr(sensitivity, "_assess", explode)
+    monkeypatch.setattr(sensitivity, "assess", explode)
     client = make_client(raise_server_exceptions=False)
     r = client.post("/v1/sensitivity", json=BODY, headers={"X-Request-ID": "trace-42"})
     assert r.status_code == 500 and SECRET_HOLDING not in r.text
@@ -140,11 +141,11 @@ def test_a_401_line_names_the_presented_key_id_never_the_secret(make_client, log
     id of a ``<id>.<secret>`` key (known or not), no role, and never the secret."""
     import yaml
 
-    from service import keys
+    from service import api_keys
 
     path = tmp_path / "keys.json"
-    path.write_text(json.dumps({"keys": [{"id": "portal", "role": "filter",
-                                          "hash": keys.hash_key("portal.right-secret-0123456789")}]}))
+    path.write_text(json.dumps({"keys": [{"id": "portal", "role": "filter", "hash":
+                                          api_keys.hash_key("portal.right-secret-0123456789")}]}))
     client = make_client(api_keys_file=path)
     sent = {"portal.WRONG-SECRET-0000000000": "portal",        # known id, wrong secret
             "someone-else.WRONG-SECRET-1111": "someone-else",  # unknown id
@@ -167,3 +168,30 @@ def test_a_401_line_names_the_presented_key_id_never_the_secret(make_client, log
                                        .read_text())["groups"] for r in g["rules"]]
     (alert,) = [r for r in rules if r["alert"] == "SDCUnauthorizedRequests"]
     assert "key id" in alert["annotations"]["description"]
+
+
+@pytest.mark.parametrize("port,said", [(None, "/metrics on the same port"),
+                                       ("9464", "/metrics on port 9464 only (SDC_METRICS_PORT)")])
+def test_the_start_line_says_where_the_metrics_are(monkeypatch, port, said):
+    """``sdc-service`` logs where it listens, and where Prometheus scrapes."""
+    import service.__main__ as entry
+
+    for name in [n for n in os.environ if n.startswith("SDC_")]:
+        monkeypatch.delenv(name)
+    if port is not None:
+        monkeypatch.setenv("SDC_METRICS_PORT", port)
+    monkeypatch.setattr(entry.logs, "setup", lambda level: None)   # this process's logging
+    monkeypatch.setattr(entry.uvicorn, "run", lambda *args, **kwargs: None)
+    records: list[logging.LogRecord] = []
+    start = logging.getLogger("sdc.start")
+    handler = logging.Handler(logging.INFO)
+    handler.emit = records.append   # type: ignore[method-assign]
+    start.addHandler(handler)
+    monkeypatch.setattr(start, "level", logging.INFO)
+    try:
+        entry.main()
+    finally:
+        start.removeHandler(handler)
+    [line] = [r.getMessage() for r in records if r.getMessage().startswith("listening")]
+    assert line.startswith("listening on http://127.0.0.1:8787 (0 rule profiles, no API keys")
+    assert line.endswith(said)

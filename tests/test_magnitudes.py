@@ -129,3 +129,17 @@ def test_merge_keeps_request_order():
     m = magnitudes.merge(3, [([1], a), ([0, 2], b)])
     np.testing.assert_array_equal(m.total, [9, 4, 4])
     np.testing.assert_array_equal(m.largest, [[5, 4], [3, 1], [4, 0]])
+
+
+def test_all_zero_summaries_ignore_a_shift_sent_with_another_mode():
+    """A summary cell of zeros is all-zero whatever ``shift`` says when the mode does not
+    apply it (only mode "shift" shifts summaries, sent in their own units); with mode
+    "shift" its shifted largest contribution is the shift itself."""
+    total, count, largest = np.array([0.0, 7.0]), np.array([2.0, 2.0]), np.array([[0.0], [5.0]])
+    for mode in ("absolute", "refuse"):
+        policy = magnitudes.NegativePolicy(mode, shift=5.0)
+        m = magnitudes.from_summaries(total, count, largest, depth=1, negative=policy)
+        assert m.all_zero.tolist() == [True, False]
+    shifted = magnitudes.from_summaries(total, count, largest, depth=1,
+                                        negative=magnitudes.NegativePolicy("shift", shift=5.0))
+    assert shifted.all_zero.tolist() == [True, False]

@@ -10,13 +10,11 @@ import json
 
 import pytest
 
-from service import keys
-from service.api.deps import CellBudget
+from service.api.cell_budget import CellBudget
 from service.config import ConfigError, Settings
 from service.metrics import Metrics
+from tests.callers import ANALYST_KEY, FILTER_KEY
 
-FILTER_KEY = "portal.filter-secret-0123456789"
-ANALYST_KEY = "methods.analyst-secret-9876543210"
 AS_FILTER = {"X-API-Key": FILTER_KEY}
 AS_ANALYST = {"X-API-Key": ANALYST_KEY}
 RULES = {"rules": [{"type": "p_percent", "p": 10}, {"type": "dominance", "n": 3, "k": 80}]}
@@ -27,11 +25,7 @@ PROFILES = {"profiles": {
 
 
 @pytest.fixture
-def files(tmp_path):
-    key_file = tmp_path / "keys.json"
-    key_file.write_text(json.dumps({"keys": [
-        {"id": "portal", "role": "filter", "hash": keys.hash_key(FILTER_KEY)},
-        {"id": "methods", "role": "analyst", "hash": keys.hash_key(ANALYST_KEY)}]}))
+def files(tmp_path, key_file):
     profiles = tmp_path / "profiles.json"
     profiles.write_text(json.dumps(PROFILES))
     return key_file, profiles

@@ -15,13 +15,11 @@ from types import SimpleNamespace
 
 import httpx
 import pytest
-import uvicorn
 
-from benchmarks.loadgen import free_port
-from service.__main__ import server_options
-from service.api import work
+from service.api import compute_pool
 from service.app import SERVER_STATE, create_app
 from service.config import Settings
+from tests.servers import served
 
 CELLS = [{"key": [f"c{i}"], "summary": {"total": 100.0, "count": 3, "largest": [60.0, 30.0]}}
          for i in range(40)]
@@ -29,28 +27,6 @@ BODY = json.dumps({"cells": CELLS, "rules": {"rules": [{"type": "p_percent", "p"
 #: Short limits, so that each case takes about a second.
 FAST = dict(header_seconds=0.5, body_seconds=30, min_bytes_per_second=1000,
             rate_grace_seconds=0.5, max_header_bytes=4096, worker_threads=1, queue_depth=2)
-
-
-@contextlib.contextmanager
-def served(app, settings: Settings):
-    """``app`` behind uvicorn with the service's options (:func:`server_options`) on a free
-    loopback port, in a thread; yields the uvicorn ``Server`` and the port, then stops it
-    (as SIGTERM would: ``should_exit``)."""
-    options = {**server_options(settings), "host": "127.0.0.1", "port": free_port(),
-               "workers": 1}
-    server = uvicorn.Server(uvicorn.Config(app, log_config=None, **options))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "server did not start"
-        time.sleep(0.01)
-    try:
-        yield server, options["port"]
-    finally:
-        server.should_exit = True
-        thread.join(30)
-        assert not thread.is_alive(), "server did not stop"
 
 
 def connect(port: int, rcvbuf: int | None = None) -> socket.socket:
@@ -142,6 +118,7 @@ def test_oversized_head_gets_431_and_a_large_one_within_the_limit_is_served():
         big.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\nX-Big: " + b"y" * 5000 + b"\r\n\r\n")
         status, headers, body = read_reply(big)
         assert status == 431 and headers["connection"] == "close"
+        assert json.loads(body)["error"] == "request_header_fields_too_large"
         assert "exceed 4096 bytes" in json.loads(body)["detail"][0]["message"]
         ok = connect(port)
         ok.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\nX-Big: " + b"y" * 3000 + b"\r\n\r\n")
@@ -195,7 +172,7 @@ def test_bodies_below_the_minimum_pace_get_408_at_once_and_free_their_slots(monk
     """Three large bodies dripped at 100 bytes/s hold every admission slot of the pool (1
     thread + 2 queued) only until the minimum pace is missed after the grace, not for
     SDC_BODY_SECONDS (30 s here); then a legitimate large request is served."""
-    monkeypatch.setattr(work, "LARGE_BODY_BYTES", 1000)
+    monkeypatch.setattr(compute_pool, "LARGE_BODY_BYTES", 1000)
     app = create_app(Settings(**FAST))
     assert len(BODY) > 1000
     with served(app, app.state.settings) as (_, port):

@@ -16,6 +16,7 @@ from schemas.sensitivity import SensitivityRequest
 from service.api import body as body_module
 from service.app import create_app
 from service.config import Settings
+from tests.generate import FILTER_QUERY, filter_answer
 
 RULES = {"rules": [{"type": "p_percent", "p": 10}]}
 SENSITIVITY = {"rules": RULES, "cells": [
@@ -183,11 +184,11 @@ def test_keys_read_equal_the_keys_sent(model, example):
 
 
 def test_fast_path_on_the_filter_shapes():
-    """The online filter's answers (benchmarks/filter.py) are proven free of repeated keys
-    by the count alone, as objects or as microdata columns."""
-    from benchmarks.filter import QUERY, answer
+    """The online filter's answers (the filter benchmark's, tests/generate.py) are proven
+    free of repeated keys by the count alone, as objects or as microdata columns."""
     for form in ("microdata", "objects", "counts"):
-        raw = orjson.dumps({"profile": "p", "query": QUERY, "cells": answer(50, 1, form)})
+        raw = orjson.dumps({"profile": "p", "query": FILTER_QUERY,
+                            "cells": filter_answer(50, 1, form)})
         validated = FilterRequest.model_validate_json(raw)
         assert body_module._keys_read(validated) == raw.count(b":")
 

@@ -447,7 +447,7 @@ def test_pooled_contributions_are_bounded(make_client):
     body = {"structure": {"dimensions": dims},
             "rules": {"rules": [{"type": "p_percent", "p": 15}]}, "cells": cells}
     assert client.post("/v1/audit", json=body).status_code == 200
-    from service.api import tables
+    from service.pipeline import tables
 
     old = tables.LEAF_MAP_FACTOR
     try:

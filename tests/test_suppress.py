@@ -156,6 +156,7 @@ def random_instance(draw, three_d: bool):
     return t, x, sens, verdict.upper_protection * sens, verdict.lower_protection * sens, unions
 
 
+@pytest.mark.long
 @settings(max_examples=30, deadline=None)
 @given(st.data(), st.booleans())
 def test_every_returned_pattern_passes_the_audit(data, three_d):

@@ -13,8 +13,7 @@ from service.sdc.rules import PPercent, PriorPosterior
 from service.sdc.table import Hierarchy, Table
 from service.sdc.unions import check_unions, explicit_aggregations
 
-from .golden import cases
-from .test_audit import golden_table
+from .golden import cases, golden_table
 
 
 def one_column_table(codes):

@@ -61,7 +61,7 @@ def parse_hrc(text: str, *, total: str = "Total", lead: str = "@") -> dict[str, 
     if not lead:
         raise ValueError("the level marker must not be empty")
     children: dict[str, list[str]] = {total: []}
-    path: list[str] = [total]          # the open ancestors: path[d] has depth d
+    path: list[str] = [total]  # the open ancestors: path[d] has depth d
     seen = {total}
     for number, line in enumerate(text.splitlines(), start=1):
         stripped = line.strip()
@@ -70,17 +70,18 @@ def parse_hrc(text: str, *, total: str = "Total", lead: str = "@") -> dict[str, 
         depth = 0
         while stripped.startswith(lead, depth * len(lead)):
             depth += 1
-        code = stripped[depth * len(lead):].strip()
+        code = stripped[depth * len(lead) :].strip()
         if not code:
             raise TauArgusFormatError(f"line {number}: a level marker without a code")
         if depth + 1 > len(path):
             raise TauArgusFormatError(
                 f"line {number}: {code!r} is {depth + 1} levels deep but the code before "
-                f"it only {len(path) - 1}")
+                f"it only {len(path) - 1}"
+            )
         if code in seen:
             raise TauArgusFormatError(f"line {number}: {code!r} is listed twice")
         seen.add(code)
-        del path[depth + 1:]
+        del path[depth + 1 :]
         children.setdefault(path[depth], []).append(code)
         path.append(code)
     if not children[total]:
@@ -88,14 +89,16 @@ def parse_hrc(text: str, *, total: str = "Total", lead: str = "@") -> dict[str, 
     return {parent: kids for parent, kids in children.items() if kids}
 
 
-def read_hrc(source: str | Path | io.TextIOBase, *, total: str = "Total",
-             lead: str = "@") -> dict[str, list[str]]:
+def read_hrc(
+    source: str | Path | io.TextIOBase, *, total: str = "Total", lead: str = "@"
+) -> dict[str, list[str]]:
     """:func:`parse_hrc` of a file (or an open text stream)."""
     return parse_hrc(_text(source), total=total, lead=lead)
 
 
-def format_hrc(children: Mapping[str, Sequence[str]], *, total: str = "Total",
-               lead: str = "@") -> str:
+def format_hrc(
+    children: Mapping[str, Sequence[str]], *, total: str = "Total", lead: str = "@"
+) -> str:
     """The ``.hrc`` text of a ``children`` hierarchy (the inverse of :func:`parse_hrc`)."""
     lines: list[str] = []
     stack = [(code, 0) for code in reversed(children.get(total, ()))]

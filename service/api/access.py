@@ -5,16 +5,16 @@ publish or suppress. ``analyst`` (the agency's methodologists) also receives sen
 measures, protection levels and intervals, from which with the contributions a caller could
 solve for a profile's confidential parameters (seed 003 B.1.e).
 
-Every ``/v1`` route needs a key when keys are configured (``SDC_API_KEYS_FILE``, see
-``service.keys``): :class:`AuthMiddleware` answers 401 before the body is read, so an
+Every ``/v1`` route needs an API key when keys are configured (``SDC_API_KEYS_FILE``, see
+``service.api_keys``): :class:`AuthMiddleware` answers 401 before the body is read, so an
 unauthenticated caller costs no parsing. Verification is inline and takes microseconds
-(``service.keys``): there is no queue for wrong keys to fill. With ``SDC_OPEN_DOCS=false``
-the interactive documentation and ``/openapi.json`` need a key too (any role). Endpoints
-take ``Depends(current_caller)`` to learn the role, or ``Depends(analyst_only)`` to refuse
-the filter role with 403. Without keys (a developer's machine, loopback only: see
-``Settings.from_env``) every caller is an analyst. Health and readiness stay open (probes);
-``/metrics`` is open on the service port unless ``SDC_METRICS_PORT`` moves it to a port of
-its own (``service.api.health``).
+(``service.api_keys``): there is no queue for wrong keys to fill. With
+``SDC_OPEN_DOCS=false`` the interactive documentation and ``/openapi.json`` need a key too
+(any role). Endpoints take ``Depends(current_caller)`` (``.deps.CallerDep``) to learn the
+role, or ``Depends(analyst_only)`` to refuse the filter role with 403. Without keys (a
+developer's machine, loopback only: see ``Settings.from_env``) every caller is an analyst.
+Health and readiness stay open (probes); ``/metrics`` is open on the service port unless
+``SDC_METRICS_PORT`` moves it to a port of its own (``service.api.health``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from fastapi import Depends, FastAPI, Request
 from starlette.exceptions import HTTPException
 
 from schemas.errors import ErrorReply
-from service.keys import KeyStore, presented_id
+from service.api_keys import ApiKeyStore, presented_id
 from service.middleware import send_error
 
 from . import body
@@ -50,7 +50,8 @@ class Caller:
 @dataclass(frozen=True)
 class Refused:
     """A request refused with 401, as the access log sees it: the key id it presented
-    (``service.keys.presented_id``: only a well-formed id, never a secret) and no role."""
+    (``service.api_keys.presented_id``: only a well-formed id, never a secret) and no
+    role."""
 
     key_id: str | None
     role: None = None
@@ -60,7 +61,7 @@ class Refused:
 DEVELOPER = Caller("analyst", "developer")
 
 
-def _presented_key(headers) -> str | None:
+def _presented_api_key(headers) -> str | None:
     for name, value in headers:
         if name == b"x-api-key":
             return value.decode("latin-1").strip()
@@ -71,8 +72,8 @@ def _presented_key(headers) -> str | None:
     return None
 
 
-def authenticate(store: KeyStore | None, key: str | None) -> Caller | None:
-    """The caller a presented key proves, ``None`` for a missing or wrong key."""
+def authenticate(store: ApiKeyStore | None, key: str | None) -> Caller | None:
+    """The caller a presented API key proves, ``None`` for a missing or wrong key."""
     if store is None:
         return DEVELOPER
     entry = store.verify(key) if key else None
@@ -90,7 +91,7 @@ class AuthMiddleware:
     before the body is read. The caller goes to ``request.state.caller`` for the endpoints
     and the request log; on a 401 a :class:`Refused` goes there for the log instead."""
 
-    def __init__(self, app, store: KeyStore | None, closed: frozenset[str] = frozenset()):
+    def __init__(self, app, store: ApiKeyStore | None, closed: frozenset[str] = frozenset()):
         self.app = app
         self.store = store
         self.closed = closed
@@ -98,7 +99,7 @@ class AuthMiddleware:
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http" and (scope["path"].startswith(PROTECTED_PREFIX)
                                         or scope["path"] in self.closed):
-            key = _presented_key(scope["headers"])
+            key = _presented_api_key(scope["headers"])
             caller = authenticate(self.store, key)
             state = scope.setdefault("state", {})
             if caller is None:
@@ -113,7 +114,8 @@ async def current_caller(request: Request) -> Caller:
     """The authenticated caller (FastAPI dependency)."""
     caller = request.scope.get("state", {}).get("caller")
     if not isinstance(caller, Caller):   # outside /v1, or an app without the middleware
-        caller = authenticate(request.app.state.keys, _presented_key(request.headers.raw))
+        caller = authenticate(request.app.state.api_keys,
+                              _presented_api_key(request.headers.raw))
         if caller is None:
             raise HTTPException(401, UNAUTHORIZED, headers=_CHALLENGE)
         request.scope.setdefault("state", {})["caller"] = caller
@@ -132,16 +134,21 @@ _DOCUMENTED = {
     "401": "no valid API key",
     "403": "the key's role may not use this route",
     "408": "a large body did not arrive within SDC_BODY_SECONDS",
+    "429": "the filter role's key has sent its cells per minute "
+           "(SDC_FILTER_CELLS_PER_MINUTE); retry after the Retry-After header's seconds",
+    "431": "the request line and headers exceed SDC_MAX_HEADER_BYTES",
     "503": "the compute pool is full; retry after the Retry-After header's seconds",
 }
+#: Statuses only requests with cells can get (their cells are charged to the key's budget).
+_WITH_CELLS = frozenset({"429"})
 
 
-def install(app: FastAPI, store: KeyStore | None) -> None:
-    """Keep the key store for :func:`current_caller`; document keys and 401/403/503 in the
-    OpenAPI, with the schemas of the error reply and of the request bodies
-    (:mod:`.body`). (``create_app`` adds :class:`AuthMiddleware` where it belongs in the
-    stack.)"""
-    app.state.keys = store
+def install(app: FastAPI, store: ApiKeyStore | None) -> None:
+    """Keep the API key store for :func:`current_caller`; document keys and the statuses
+    of :data:`_DOCUMENTED` in the OpenAPI, with the schemas of the error reply and of the
+    request bodies (:mod:`.body`). (``create_app`` adds :class:`AuthMiddleware` where it
+    belongs in the stack.)"""
+    app.state.api_keys = store
 
     generate = app.openapi
 
@@ -160,10 +167,24 @@ def install(app: FastAPI, store: KeyStore | None) -> None:
                     continue
                 for op in item.values():
                     op["security"] = [{"ApiKey": []}, {"Bearer": []}]
+                    with_cells = _has_cells(op)
                     for status, text in _DOCUMENTED.items():
+                        if status in _WITH_CELLS and not with_cells:
+                            continue
                         op.setdefault("responses", {}).setdefault(
                             status, {"description": text, "content": _ERROR_REF})
             app.openapi_schema = schema
         return app.openapi_schema
 
     app.openapi = openapi
+
+
+def _has_cells(operation: dict) -> bool:
+    """Whether the operation's request body (documented by :func:`.body.openapi_body`)
+    has cells."""
+    try:
+        ref = operation["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+    except KeyError:
+        return False
+    model = body.DOCUMENTED.get(ref.rpartition("/")[2])
+    return model is not None and "cells" in model.model_fields

@@ -12,9 +12,10 @@ the body. Errors keep the usual 422 shape: they are raised as FastAPI's own
 A key given twice in one object is refused (422 naming it): Pydantic, like most parsers,
 would keep the last value silently, and a proxy or a log reader that keeps the first would
 see another request than the one served. Detecting it costs a count, not a second parse
-(:func:`_no_repeated_keys`). Once the body is valid, :func:`validated` also charges its
-cells to a filter-role key's budget (:func:`.deps.charge_cells`): it is the one step every
-route with cells goes through.
+(:func:`_no_repeated_keys`). Once the body is valid, :func:`validated` also keeps its cells
+for error replies to name a cell's key, and charges them to a filter-role key's budget
+(:func:`.cell_budget.charge_cells`): it is the one step every route with cells goes
+through.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
-from .deps import charge_cells
+from .cell_budget import charge_cells
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -73,8 +74,10 @@ def _is_json(content_type: str | None) -> bool:
 
 async def validated(request: Request, model: type[M]) -> M:
     """The request's body as ``model``; 422 (the usual validation reply) when it is not
-    JSON, not UTF-8, not a valid ``model``, or repeats a key in an object. A filter-role
-    caller's cells are then charged to its key (413 or 429: :func:`.deps.charge_cells`)."""
+    JSON, not UTF-8, not a valid ``model``, or repeats a key in an object. Its cells (if it
+    has any) go to ``request.state.cells``, where error replies find a cell's key, and a
+    filter-role caller's cells are charged to its key (413 or 429:
+    :func:`.cell_budget.charge_cells`)."""
     if not _is_json(request.headers.get("content-type")):   # before reading any of it
         raise RequestValidationError([{
             "type": "model_attributes_type", "loc": ("body",), "ctx": None,
@@ -95,6 +98,7 @@ async def validated(request: Request, model: type[M]) -> M:
         body = model.model_validate_json(raw)   # no key repeated after all: served
     cells = getattr(body, "cells", None)
     if cells is not None:
+        request.state.cells = cells
         charge_cells(request, len(cells))
     return body
 

@@ -1,28 +1,35 @@
-"""Error replies: 4xx with the field and the cell named; never a 500 for caller input."""
+"""Error replies: 4xx with the field and the cell named; never a 500 for caller input.
+
+The pipeline names errors in the request's terms (:mod:`service.pipeline.errors`); here
+they become HTTP: 422 for input that cannot be served as sent, 413 for limits, and a
+message without rule parameters for callers who may not learn them.
+"""
 
 from __future__ import annotations
 
 import logging
-import re
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from .responses import JSONBytes
 from starlette.exceptions import HTTPException
 
+from service.pipeline.errors import LimitError
 from service.sdc.errors import InputError
+
+from .responses import JSONBytes
 
 log = logging.getLogger("sdc.errors")
 
-_REASONS = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
-            405: "method_not_allowed", 408: "request_timeout", 413: "payload_too_large",
-            415: "unsupported_media_type", 422: "invalid_request", 429: "too_many_requests",
-            503: "unavailable"}
+#: The short reason of each status in error replies (``error``).
+REASONS = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
+           405: "method_not_allowed", 408: "request_timeout", 413: "payload_too_large",
+           415: "unsupported_media_type", 422: "invalid_request", 429: "too_many_requests",
+           431: "request_header_fields_too_large", 503: "unavailable"}
 
 
 class RequestError(Exception):
-    """A request that is well-formed but cannot be served (unknown profile, too many cells,
-    a key's budget spent); ``headers`` go into the reply (``Retry-After``)."""
+    """A request that is well-formed but cannot be served for a reason of HTTP (a key's
+    cell budget spent); ``headers`` go into the reply (``Retry-After``)."""
 
     def __init__(self, status: int, message: str, *, field: str | None = None,
                  headers: dict[str, str] | None = None):
@@ -30,8 +37,8 @@ class RequestError(Exception):
 
 
 def error_reply(status: int, detail: list[dict], headers: dict | None = None) -> JSONBytes:
-    return JSONBytes({"error": _REASONS.get(status, "error"), "detail": detail},
-                          status_code=status, headers=headers)
+    return JSONBytes({"error": REASONS.get(status, "error"), "detail": detail},
+                     status_code=status, headers=headers)
 
 
 def _cell_key(body, index):
@@ -49,21 +56,14 @@ def _cell_key(body, index):
     return key
 
 
-#: A core message that states a parameter of the rule set: how many largest contributions
-#: its deepest rule reads (a dominance rule's n, a p%-rule's coalition). Callers without the
-#: diagnostics (the filter role, whose rules are a profile's) get :data:`_DEPTH_HIDDEN`.
-_DEPTH_STATED = re.compile(r"needs the \d+ largest")
-_DEPTH_HIDDEN = ("the summary gives fewer of the largest contributions than the rules need; "
-                 "send more of them (at most one per contributor), or the contributions")
-
-
-def _for_caller(message: str, request: Request) -> str:
-    """``message`` as the request's caller may read it: without rule-set parameters unless
-    the caller sees diagnostics."""
+def _for_caller(error: InputError, request: Request) -> str:
+    """``error``'s message as the request's caller may read it: without rule-set
+    parameters unless the caller sees diagnostics."""
+    hidden = getattr(error, "message_without_parameters", None)
+    if hidden is None:
+        return error.message
     caller = request.scope.get("state", {}).get("caller")
-    if getattr(caller, "sees_diagnostics", True) or not _DEPTH_STATED.search(message):
-        return message
-    return _DEPTH_HIDDEN
+    return error.message if getattr(caller, "sees_diagnostics", True) else hidden
 
 
 def _validation_detail(error: dict, body) -> dict:
@@ -73,14 +73,15 @@ def _validation_detail(error: dict, body) -> dict:
                 if error.get("ctx") else "body is not valid JSON"}
     loc = [part for part in error["loc"] if part != "body"]
     cell = None
+    field: str | None
     if len(loc) >= 2 and loc[0] == "cells" and isinstance(loc[1], int):
         cell, loc = loc[1], loc[2:]
         field = ".".join(str(p) for p in loc) or "cells"
     else:
         field = ".".join(str(p) for p in loc) or None
     # Messages only, never the offending input: it may be a confidential contribution.
-    return {"field": field, "cell": cell, "key": _cell_key(body, cell) if cell is not None else None,
-            "message": error["msg"]}
+    return {"field": field, "cell": cell,
+            "key": _cell_key(body, cell) if cell is not None else None, "message": error["msg"]}
 
 
 def install(app: FastAPI) -> None:
@@ -91,16 +92,22 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(InputError)
     async def _input(request: Request, exc: InputError):
-        keys = getattr(request.state, "cell_keys", None)
+        # The validated body's cells (service.api.body.validated): the reply names the key.
+        cells = getattr(request.state, "cells", None)
         cell = exc.cell
-        if keys is not None and cell is not None and not 0 <= cell < len(keys):
+        if cells is not None and cell is not None and not 0 <= cell < len(cells):
             # A core cell number that was not mapped back to the request: a bug of ours,
             # but the caller's error is still a 422, without a number it cannot place.
             log.error("unmapped cell number in an InputError")
             cell = None
-        cell_key = keys[cell] if keys is not None and cell is not None else None
+        cell_key = cells[cell].key if cells is not None and cell is not None else None
         return error_reply(422, [{"field": exc.field, "cell": cell, "key": cell_key,
-                                  "message": _for_caller(exc.message, request)}])
+                                  "message": _for_caller(exc, request)}])
+
+    @app.exception_handler(LimitError)
+    async def _limit(request: Request, exc: LimitError):
+        return error_reply(413, [{"field": exc.field, "cell": None, "key": None,
+                                  "message": exc.message}])
 
     @app.exception_handler(RequestError)
     async def _request(request: Request, exc: RequestError):

@@ -1,37 +1,26 @@
-"""POST /v1/frequency/sensitivity: sensitive cells of count tables.
-
-The threshold rule (seed 003 section A) and seed 001's extended threshold rules, both in
-:mod:`service.sdc.frequency`; this module only turns the wire table into a dense array of
-counts, key/target axis numbers and key hierarchies, and the verdicts back into cells.
-"""
+"""POST /v1/frequency/sensitivity: sensitive cells of count tables."""
 
 from __future__ import annotations
 
-import itertools
-
-import numpy as np
-from fastapi import APIRouter, Depends, Request
+from fastapi import Request
 
 from schemas.errors import ErrorReply
-from schemas.frequency import CountDimension, FrequencyReply, FrequencyRequest
-from service.sdc import frequency as fq
-from service.sdc.errors import InputError
+from schemas.frequency import FrequencyReply, FrequencyRequest
+from service.pipeline.frequency import assess, reply_size
+from service.pipeline.limits import check_cell_count
 from service.sdc.table import table_size
 
-from . import convert
-from .access import Caller, current_caller
 from .body import openapi_body, validated
-from .deps import check_cell_count
+from .compute_pool import compute
+from .deps import CallerDep, SettingsDep
 from .responses import JSONBytes
-from .work import compute
-
-router = APIRouter(prefix="/v1", tags=["frequency"])
+from .routing import post
 
 
-@router.post("/frequency/sensitivity", openapi_extra=openapi_body(FrequencyRequest),
-             response_model=FrequencyReply,
-             responses={413: {"model": ErrorReply}, 422: {"model": ErrorReply}})
-async def frequency_sensitivity(request: Request, caller: Caller = Depends(current_caller)):
+@post("/frequency/sensitivity", tags=["frequency"],
+      openapi_extra=openapi_body(FrequencyRequest), response_model=FrequencyReply,
+      responses={413: {"model": ErrorReply}, 422: {"model": ErrorReply}})
+async def frequency_sensitivity(request: Request, caller: CallerDep, settings: SettingsDep):
     """Which cells of a count table are sensitive, and by which rules.
 
     The threshold rule: ``0 < count < t`` (seed 003 section A). The extended threshold
@@ -44,225 +33,14 @@ async def frequency_sensitivity(request: Request, caller: Caller = Depends(curre
     each marginal's key and sensitive.
     """
     body = await validated(request, FrequencyRequest)
-    settings, metrics = request.app.state.settings, request.app.state.metrics
-    check_cell_count(len(body.cells), settings)
+    check_cell_count(len(body.cells), settings.max_cells)
     # The reply lists every cell of the table (and more): bound it before computing.
-    check_cell_count(_reply_size(body, caller.sees_diagnostics), settings,
+    check_cell_count(reply_size(body, caller.sees_diagnostics), settings.max_cells,
                      what="cells, marginals and areas in the reply", field="dimensions")
     n_table = table_size(len(d.codes) for d in body.dimensions)
-    request.state.cell_keys = [c.key for c in body.cells]
-    reply, n_unsafe = await compute(_assess, body, caller.sees_diagnostics,
+    reply, n_unsafe = await compute(assess, body, caller.sees_diagnostics,
                                     size=max(n_table, len(body.cells)))
+    metrics = request.app.state.metrics
     metrics.cells_evaluated.inc(n_table)
     metrics.sensitive_cells.inc(n_unsafe)
     return JSONBytes(reply)
-
-
-# --------------------------------------------------------------------------- wire -> arrays
-
-def _reply_size(body: FrequencyRequest, diagnostics: bool) -> int:
-    """At most how many entries the reply lists: every cell of the table and, with the
-    extended rules, the key marginals of each target, the target marginals and (for
-    analysts) each level's area rows and area cells. From the wire sizes, in Python ints;
-    names that are not dimensions are refused later."""
-    sizes = [len(d.codes) for d in body.dimensions]
-    n = table_size(sizes)
-    if body.rules.extended is None:
-        return n
-    axis = {d.name: a for a, d in enumerate(body.dimensions)}
-    keys = [axis[k] for k in body.keys if k in axis]
-    targets = [axis[t] for t in body.targets if t in axis]
-    total = n + sum(n // sizes[j] for j in targets) + n // table_size(sizes[k] for k in keys)
-    if diagnostics:
-        for a in keys:
-            for level in body.dimensions[a].hierarchy or []:
-                cells = n // sizes[a] * len(set(level.values()))
-                total += sum(cells + cells // sizes[j] for j in targets)
-    return total
-
-
-def _levels(dim: CountDimension, d: int) -> tuple[list[list[int]], list[list[str]]]:
-    """Parent positions per level (for :class:`service.sdc.frequency.KeyHierarchy`) and the
-    area codes of every level, numbered in order of first appearance."""
-    parents, names = [], []
-    below = dim.codes
-    # Every name of the dimension and its level (0: leaf): one name, one code.
-    level_of = dict.fromkeys(dim.codes, 0)
-    for lvl, mapping in enumerate(dim.hierarchy):
-        field = f"dimensions.{d}.hierarchy.{lvl}"
-        what = "leaf code" if lvl == 0 else f"level-{lvl} area"
-        missing = [c for c in below if c not in mapping]
-        if missing:
-            raise InputError(f"{what} '{missing[0]}' has no parent at level {lvl + 1}",
-                             field=field)
-        if len(mapping) != len(below):
-            known = set(below)
-            extra = next(c for c in mapping if c not in known)
-            raise InputError(f"'{extra}' is not a {what} of dimension '{dim.name}'", field=field)
-        areas: dict[str, int] = {}
-        parents.append([areas.setdefault(mapping[c], len(areas)) for c in below])
-        clash = next((a for a in areas if a in level_of), None)
-        if clash is not None:
-            other = "leaf code" if level_of[clash] == 0 else f"level-{level_of[clash]} area"
-            raise InputError(f"level-{lvl + 1} area '{clash}' has the name of a {other} of "
-                             f"dimension '{dim.name}'; each code may name one thing only",
-                             field=field)
-        level_of.update(dict.fromkeys(areas, lvl + 1))
-        below = list(areas)
-        names.append(below)
-    return parents, names
-
-
-def _table(body: FrequencyRequest):
-    """Dense counts (cells not sent: 0), key and target axes, hierarchies by axis."""
-    dims = [d.name for d in body.dimensions]
-    if len(set(dims)) != len(dims):
-        raise InputError("two dimensions have the same name", field="dimensions")
-    for d, dim in enumerate(body.dimensions):
-        if len(set(dim.codes)) != len(dim.codes):
-            raise InputError(f"dimension '{dim.name}' lists a code twice",
-                             field=f"dimensions.{d}.codes")
-    keys, targets = convert.key_and_target_axes(body.keys, body.targets, dims)
-    if body.rules.extended is not None and not (keys and targets):
-        raise InputError("the extended rules need at least one key and one target variable",
-                         field="keys" if not keys else "targets")
-    hierarchies, area_codes = {}, {}
-    for d, dim in enumerate(body.dimensions):
-        if dim.hierarchy is None:
-            continue
-        if d not in keys:
-            raise InputError(f"dimension '{dim.name}' has a hierarchy but is not a key "
-                             "variable (only key hierarchies are supported)",
-                             field=f"dimensions.{d}.hierarchy")
-        parents, names = _levels(dim, d)
-        hierarchies[d], area_codes[d] = fq.KeyHierarchy(parents), names
-
-    index = [{c: i for i, c in enumerate(dim.codes)} for dim in body.dimensions]
-    convert.check_unique_keys([c.key for c in body.cells])
-    position = np.empty((len(body.cells), len(dims)), dtype=np.int64)
-    for i, cell in enumerate(body.cells):
-        if len(cell.key) != len(dims):
-            raise InputError(f"the key has {len(cell.key)} codes but the table has "
-                             f"{len(dims)} dimensions", field="key", cell=i)
-        for d, code in enumerate(cell.key):
-            p = index[d].get(code)
-            if p is None:
-                raise InputError(f"code {d + 1} of the key is not a code of dimension "
-                                 f"'{dims[d]}'", field="key", cell=i)
-            position[i, d] = p
-    counts = np.zeros(tuple(len(dim.codes) for dim in body.dimensions), dtype=np.int64)
-    counts[tuple(position.T)] = [c.count for c in body.cells]
-    return counts, keys, targets, hierarchies, area_codes
-
-
-# --------------------------------------------------------------------------- arrays -> wire
-
-def _assess(body: FrequencyRequest, diagnostics: bool) -> tuple[dict, int]:
-    try:
-        return _verdicts(body, diagnostics)
-    except InputError as exc:
-        if exc.field != "counts":
-            raise
-        # Each count was validated on the wire; what the core can still refuse is their
-        # sum (more than 2**53), which belongs to no one cell.
-        raise InputError(exc.message, field="cells") from None
-
-
-def _verdicts(body: FrequencyRequest, diagnostics: bool) -> tuple[dict, int]:
-    counts, keys, targets, hierarchies, area_codes = _table(body)
-    labels: dict[str, np.ndarray] = {}
-    inherited: dict[str, np.ndarray] = {}
-    result = None
-    if body.rules.extended is not None:
-        cfg = fq.ExtendedThresholdConfig(**body.rules.extended.model_dump())
-        result = fq.extended_threshold_rules(counts, keys, targets, cfg, hierarchies)
-        labels.update(result.flags)
-        inherited = result.inherited
-    if body.rules.threshold is not None:
-        rule = body.rules.threshold
-        labels["threshold"] = fq.threshold_rule(counts, rule.t, zero_cells=rule.zero_cells)
-    unsafe = np.logical_or.reduce([np.zeros(counts.shape, bool), *labels.values()])
-    status = np.where(unsafe, "unsafe", np.where(counts == 0, "empty", "safe"))
-
-    codes = [dim.codes for dim in body.dimensions]
-    cell_keys = _keys_without(codes, ())
-    key_m, target_m = _marginals(result, codes, keys, targets, diagnostics)
-    n_unsafe = int(unsafe.sum())
-    summary = {"cells": int(counts.size), "unsafe": n_unsafe,
-               "empty": int((status == "empty").sum()),
-               "marginals_unsafe": sum(m["sensitive"] for m in key_m + target_m)}
-    if not diagnostics:
-        cells = [{"key": k, "status": st, "sensitive": se} for k, st, se in zip(
-            cell_keys, status.reshape(-1).tolist(), unsafe.reshape(-1).tolist())]
-        return {"cells": cells, "key_marginals": key_m, "target_marginals": target_m,
-                "summary": summary}, n_unsafe
-
-    summary["by_rule"] = {r: int(f.sum()) for r, f in labels.items()}
-    by_cell = _names_by_cell(labels, counts.size)
-    inherited_by_cell = _names_by_cell(inherited, counts.size)
-    cells = [{"key": k, "status": st, "sensitive": se, "count": n, "rules": r, "inherited": h}
-             for k, st, se, n, r, h in zip(cell_keys, status.reshape(-1).tolist(),
-                                           unsafe.reshape(-1).tolist(),
-                                           counts.reshape(-1).tolist(), by_cell,
-                                           inherited_by_cell)]
-    levels = ([] if result is None else
-              [_level(lv, codes, area_codes, body.dimensions) for lv in result.levels])
-    return {"cells": cells, "key_marginals": key_m, "target_marginals": target_m,
-            "levels": levels, "summary": summary}, n_unsafe
-
-
-def _names_by_cell(flags: dict[str, np.ndarray], n: int) -> list[list[str]]:
-    """Per cell (row-major), the names of the flags set on it, in the flags' order."""
-    out: list[list[str]] = [[] for _ in range(n)]
-    for name, flag in flags.items():
-        for i in np.flatnonzero(flag).tolist():
-            out[i].append(name)
-    return out
-
-
-def _keys_without(codes: list[list[str]], summed: tuple[int, ...]) -> list[list[str | None]]:
-    """Row-major keys of an array summed over ``summed`` axes, ``None`` at those axes."""
-    return [list(k) for k in itertools.product(
-        *(c if d not in summed else [None] for d, c in enumerate(codes)))]
-
-
-def _marginal_list(keys, count: np.ndarray, flag: np.ndarray, diagnostics: bool) -> list[dict]:
-    if not diagnostics:
-        return [{"key": k, "sensitive": f} for k, f in zip(keys, flag.reshape(-1).tolist())]
-    return [{"key": k, "sensitive": f, "count": n, "rules": ["3"] if f else []}
-            for k, n, f in zip(keys, count.reshape(-1).tolist(), flag.reshape(-1).tolist())]
-
-
-def _marginals(result, codes, keys, targets, diagnostics) -> tuple[list[dict], list[dict]]:
-    """Key marginals ``f_k`` per target axis and target marginals ``f_y`` with rule 3's
-    verdicts (seed 001, "Threshold rules", rule 3; computed in service.sdc.frequency)."""
-    if result is None:
-        return [], []
-    key_m = []
-    for j in targets:
-        key_m += _marginal_list(_keys_without(codes, (j,)), result.key_marginal_counts[j],
-                                result.key_marginal_flags[j], diagnostics)
-    target_m = _marginal_list(_keys_without(codes, keys), result.target_marginal_counts,
-                              result.target_marginal_flags, diagnostics)
-    return key_m, target_m
-
-
-def _level(lv: fq.LevelFlags, codes, area_codes, dimensions) -> dict:
-    """One level of a key hierarchy: the area rows checked and the unsafe area cells."""
-    level_codes = list(codes)
-    level_codes[lv.key_axis] = area_codes[lv.key_axis][lv.level - 1]
-    checked = np.logical_or.reduce([np.zeros(lv.counts.shape[:lv.target_axis] + (1,)
-                                             + lv.counts.shape[lv.target_axis + 1:], bool),
-                                    *lv.checked.values()])
-    row_keys = _keys_without(level_codes, (lv.target_axis,))
-    cell_keys = _keys_without(level_codes, ())
-    by_cell = _names_by_cell(lv.flags, lv.counts.size)
-    flat = lv.counts.reshape(-1).tolist()
-    return {
-        "dimension": dimensions[lv.key_axis].name,
-        "target": dimensions[lv.target_axis].name,
-        "level": lv.level,
-        "checked": [k for k, c in zip(row_keys, checked.reshape(-1).tolist()) if c],
-        "cells": [{"key": cell_keys[i], "count": flat[i], "rules": by_cell[i]}
-                  for i in range(lv.counts.size) if by_cell[i]],
-    }

@@ -14,6 +14,8 @@ from fastapi import APIRouter, FastAPI, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.exceptions import HTTPException
 
+from .deps import SettingsDep
+
 
 @contextlib.asynccontextmanager
 async def _lifespan(app: FastAPI):
@@ -39,16 +41,15 @@ async def healthz() -> dict:
 
 
 @router.get("/readyz")
-async def readyz(request: Request) -> dict:
+async def readyz(settings: SettingsDep) -> dict:
     """Configuration is loaded (profiles validated at start) and the app accepts work."""
-    settings = request.app.state.settings
     return {"status": "ready", "profiles": len(settings.profiles)}
 
 
 @router.get("/metrics", include_in_schema=False)
-async def metrics(request: Request) -> Response:
+async def metrics(request: Request, settings: SettingsDep) -> Response:
     """The Prometheus exposition, when it is not on a port of its own."""
-    if request.app.state.settings.metrics_port is not None:
+    if settings.metrics_port is not None:
         raise HTTPException(404, "metrics are served on SDC_METRICS_PORT")
     return Response(generate_latest(request.app.state.metrics.registry),
                     media_type=CONTENT_TYPE_LATEST)

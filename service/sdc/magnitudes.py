@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .errors import InputError
 
@@ -66,6 +67,20 @@ class NegativePolicy:
     @property
     def uses_absolute_values(self) -> bool:
         return self.mode in ("absolute", "relaxed")
+
+    @property
+    def relaxation(self) -> float:
+        """``f`` of ``relaxed`` (the request schema requires it for that mode)."""
+        if self.factor is None:
+            raise ValueError("negative-value mode 'relaxed' needs factor (f > 1)")
+        return self.factor
+
+    @property
+    def bound(self) -> float:
+        """``M`` of ``shift`` (the request schema requires it for that mode)."""
+        if self.shift is None:
+            raise ValueError("negative-value mode 'shift' needs shift (M > 0)")
+        return self.shift
 
 
 @dataclass(frozen=True)
@@ -141,7 +156,7 @@ class Magnitudes:
         return self.largest[:, :n].sum(axis=1)
 
 
-def _first(mask: np.ndarray) -> int:
+def _first(mask: ArrayLike) -> int:
     return int(np.flatnonzero(mask)[0])
 
 
@@ -180,13 +195,13 @@ def _apply_sign_policy(value: np.ndarray, cell: np.ndarray, policy: NegativePoli
                        refuse_negative: bool) -> np.ndarray:
     """Observation-level part of the negative-value policy (refusal and the shift)."""
     if policy.mode == "shift":
-        below = value < -policy.shift
+        below = value < -policy.bound
         if below.any():
             raise InputError(
                 "contribution is below the a-priori bound -M of the shift transformation "
                 "(seed 004 strategy 2 needs every x >= -M)",
                 field="contributions.value", cell=int(cell[_first(below)]))
-        return value + policy.shift
+        return value + policy.bound
     if policy.mode == "refuse" and refuse_negative:
         negative = value < 0
         if negative.any():
@@ -399,6 +414,15 @@ def _weighted(n_cells, cell, value, weight, mode, depth, negative, refuse_negati
     )
 
 
+class TooFewLargest(InputError):
+    """A summary gives fewer of the largest contributions than the rule set reads. The
+    message states how many its deepest rule reads, a parameter of the rule set; ``code``
+    names the error for a layer that must not show it (a profile's parameters are
+    confidential, seed 003 B.1.e)."""
+
+    code = "too_few_largest"
+
+
 def from_summaries(
     total: np.ndarray,
     count: np.ndarray,
@@ -451,21 +475,22 @@ def from_summaries(
     # Unknown trailing entries as -inf keep the order check to the known ones (-inf minus
     # -inf is nan, which compares False: no warning wanted for it).
     with np.errstate(invalid="ignore"):
-        rising = ((np.diff(np.where(known, largest, -np.inf), axis=1) > 0).any(axis=1)
-                  if largest.shape[1] > 1 else np.zeros(m, bool))
-    checks = [
+        rising = np.asarray((np.diff(np.where(known, largest, -np.inf), axis=1) > 0).any(axis=1)
+                            if largest.shape[1] > 1 else np.zeros(m, bool))
+    # (cells failing, field, message[, error class: InputError when not given])
+    checks: list[tuple[np.ndarray, str, str] | tuple[np.ndarray, str, str, type[InputError]]] = [
         (count < 0, "summary.count", "count must be >= 0"),
         (n_known > np.ceil(count), "summary.largest",
          "more largest contributions than contributors"),
         (rising, "summary.largest", "largest contributions must be given in decreasing order"),
         (n_known < np.minimum(depth, np.ceil(count)), "summary.largest",
-         f"the rule set needs the {depth} largest contributions of this cell"),
+         f"the rule set needs the {depth} largest contributions of this cell", TooFewLargest),
     ]
     if negative.mode == "shift":
         with np.errstate(over="ignore"):   # an overflow is reported just below
-            total = total + count * negative.shift
+            total = total + count * negative.bound
         _check_totals(total, "summary.total")
-        given = np.where(known, given + negative.shift, 0.0)
+        given = np.where(known, given + negative.bound, 0.0)
         checks.append(((total < 0) | (given < 0).any(axis=1), "summary",
                        "a value is below the a-priori bound -M of the shift transformation"))
     else:
@@ -475,9 +500,9 @@ def from_summaries(
     scale = np.maximum(np.abs(total), 1.0)
     checks.append((given.sum(axis=1) > total + _SUM_TOLERANCE * scale, "summary.largest",
                    "largest contributions add up to more than the total"))
-    for bad, field, message in checks:
+    for bad, field, message, *kind in checks:
         if bad.any():
-            raise InputError(message, field=field, cell=_first(bad))
+            raise (kind[0] if kind else InputError)(message, field=field, cell=_first(bad))
 
     out = np.zeros((m, depth))
     width = min(depth, given.shape[1])
@@ -485,9 +510,10 @@ def from_summaries(
     # NaN (or no array) means no respondent of the cell asked for protection.
     req = np.full(m, np.nan) if requested is None else np.asarray(requested, np.float64)
     if negative.mode == "shift":
-        req = req + negative.shift
+        req = req + negative.bound
     req = np.nan_to_num(req, nan=0.0)
-    value = total - count * negative.shift if negative.mode == "shift" else total
+    shift = negative.bound if negative.mode == "shift" else 0.0
+    value = total - count * shift
     return Magnitudes(
         value=value,
         total=total,
@@ -496,7 +522,9 @@ def from_summaries(
         target=out[:, 0].copy(),
         requested=req,
         protectable=np.ones(m, bool),
-        all_zero=(count > 0) & (value == 0) & (out[:, 0] == (negative.shift or 0.0)),
+        # Summaries are shifted only in mode "shift"; a shift sent with another mode is
+        # not applied, so it must not be read here either.
+        all_zero=(count > 0) & (value == 0) & (out[:, 0] == shift),
     )
 
 
@@ -510,8 +538,8 @@ def merge(n_cells: int, parts: list[tuple[list[int] | np.ndarray, Magnitudes]]) 
     if len(parts) == 1 and np.array_equal(parts[0][0], np.arange(n_cells)):
         return parts[0][1]
     depth = max(m.depth for _, m in parts)
-    out = {name: np.zeros(n_cells, dtype=getattr(parts[0][1], name).dtype)
-           for name in ("value", "total", "count", "target", "requested", "protectable", "all_zero")}
+    columns = ("value", "total", "count", "target", "requested", "protectable", "all_zero")
+    out = {name: np.zeros(n_cells, dtype=getattr(parts[0][1], name).dtype) for name in columns}
     largest = np.zeros((n_cells, depth))
     for index, m in parts:
         index = np.asarray(index, dtype=np.int64)

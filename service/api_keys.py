@@ -36,11 +36,12 @@ logged; it never opens the service.
 
 Make a key::
 
-    $ python -m service.keys new --id portal-filter --role filter
+    $ python -m service.api_keys new --id portal-filter --role filter
     key (give to the caller, shown once): portal-filter.Q2x...
     {"id": "portal-filter", "role": "filter", "hash": "hmac-sha256$..."}
 
-or hash an existing one read from standard input: ``python -m service.keys hash --role analyst``.
+or hash an existing one read from standard input:
+``python -m service.api_keys hash --role analyst``.
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ RELOAD_INTERVAL = 1.0
 log = logging.getLogger("sdc.keys")
 
 
-class KeyFileError(ValueError):
+class ApiKeyFileError(ValueError):
     """The key file cannot be used; the message names fields, never hashes."""
 
 
@@ -102,7 +103,7 @@ class StoredHash:
 
 
 @dataclass(frozen=True)
-class KeyEntry:
+class ApiKeyEntry:
     id: str
     role: str
     hash: str
@@ -152,48 +153,48 @@ def verify(key: str, stored: str) -> bool:
 
 def _check_hash(stored: object, where: str, key_id: str) -> StoredHash:
     if not isinstance(stored, str):
-        raise KeyFileError(f"{where}.hash: must be a string")
+        raise ApiKeyFileError(f"{where}.hash: must be a string")
     if stored.startswith("scrypt$"):
-        raise KeyFileError(
+        raise ApiKeyFileError(
             f"{where}.hash (id {key_id!r}): scrypt hashes are no longer accepted (a slow "
             "hash let wrong keys queue up and showed which ids exist); issue the caller a "
-            "new key with: python -m service.keys new, or hash a key you hold with: "
-            "python -m service.keys hash")
+            "new key with: python -m service.api_keys new, or hash a key you hold with: "
+            "python -m service.api_keys hash")
     try:
         return StoredHash.parse(stored)
     except ValueError:
-        raise KeyFileError(f"{where}.hash: not a 'hmac-sha256$salt$digest' or "
+        raise ApiKeyFileError(f"{where}.hash: not a 'hmac-sha256$salt$digest' or "
                            "'sha256$salt$digest' value (make one with: "
-                           "python -m service.keys new)") from None
+                           "python -m service.api_keys new)") from None
 
 
-def load_key_file(path: Path) -> dict[str, KeyEntry]:
+def load_api_key_file(path: Path) -> dict[str, ApiKeyEntry]:
     """Read and check the key file: entries by id."""
     try:
         data = json.loads(path.read_bytes())
     except OSError as exc:
-        raise KeyFileError(f"cannot read {path}: {exc.strerror}") from None
+        raise ApiKeyFileError(f"cannot read {path}: {exc.strerror}") from None
     except ValueError:
-        raise KeyFileError(f"{path} is not valid JSON") from None
+        raise ApiKeyFileError(f"{path} is not valid JSON") from None
     if not isinstance(data, dict) or not isinstance(data.get("keys"), list):
-        raise KeyFileError(f"{path}: expected an object with a list 'keys'")
-    entries: dict[str, KeyEntry] = {}
+        raise ApiKeyFileError(f"{path}: expected an object with a list 'keys'")
+    entries: dict[str, ApiKeyEntry] = {}
     for i, item in enumerate(data["keys"]):
         where = f"keys.{i}"
         if not isinstance(item, dict):
-            raise KeyFileError(f"{where}: expected an object with id, role and hash")
+            raise ApiKeyFileError(f"{where}: expected an object with id, role and hash")
         unknown = set(item) - {"id", "role", "hash", "comment"}
         if unknown:
-            raise KeyFileError(f"{where}: unknown field {sorted(unknown)[0]!r}")
+            raise ApiKeyFileError(f"{where}: unknown field {sorted(unknown)[0]!r}")
         key_id, role = item.get("id"), item.get("role")
         if not isinstance(key_id, str) or not KEY_ID.fullmatch(key_id):
-            raise KeyFileError(f"{where}.id: 1 to 64 letters, digits, '_' or '-'")
+            raise ApiKeyFileError(f"{where}.id: 1 to 64 letters, digits, '_' or '-'")
         if role not in ROLES:
-            raise KeyFileError(f"{where}.role: one of {', '.join(ROLES)}")
+            raise ApiKeyFileError(f"{where}.role: one of {', '.join(ROLES)}")
         if key_id in entries:
-            raise KeyFileError(f"{where}.id: {key_id!r} is used twice")
+            raise ApiKeyFileError(f"{where}.id: {key_id!r} is used twice")
         stored = _check_hash(item.get("hash"), where, key_id)
-        entries[key_id] = KeyEntry(key_id, role, item["hash"], stored)
+        entries[key_id] = ApiKeyEntry(key_id, role, item["hash"], stored)
     return entries
 
 
@@ -212,12 +213,12 @@ def _file_version(path: Path):
     return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
-class KeyStore:
+class ApiKeyStore:
     """The keys in force, re-read when the file changes; thread-safe."""
 
     def __init__(self, path: Path):
         self.path = path
-        self._entries = load_key_file(path)
+        self._entries = load_api_key_file(path)
         self._version = _file_version(path)
         self._checked = time.monotonic()
         self._lock = threading.Lock()
@@ -237,15 +238,15 @@ class KeyStore:
             if version == self._version:
                 return
             try:
-                entries = load_key_file(self.path)
-            except KeyFileError as exc:
+                entries = load_api_key_file(self.path)
+            except ApiKeyFileError as exc:
                 log.error("key file not reloaded, previous keys stay in force: %s", exc)
                 self._version = version
                 return
             self._entries, self._version = entries, version
             log.info("key file reloaded: %d keys", len(entries))
 
-    def verify(self, key: str) -> KeyEntry | None:
+    def verify(self, key: str) -> ApiKeyEntry | None:
         """The entry ``key`` proves, or ``None``. The same work for every key up to
         :data:`MAX_KEY_CHARS` (module docstring): one digest of each method, one
         constant-time comparison."""
@@ -263,7 +264,8 @@ class KeyStore:
 
 
 def _main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m service.keys", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m service.api_keys",
+                                     description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     for name, text in (("new", "make a new random key and its entry"),
                        ("hash", "hash a key read from standard input")):

@@ -1,13 +1,15 @@
-"""Structured tables on the wire to core arrays: the table, each request cell's place in
-it, values with margins filled and checked, a-priori bounds, and what makes cells sensitive.
+"""Structured tables on the wire to the core's table problem: the table, each request
+cell's place in it, values with margins filled and checked, a-priori bounds, and what
+makes cells sensitive (:class:`TableInputs`, then :func:`table_problem`).
 
-Shared by the audit and the suppression routes. Errors name the request's cell index (the
+Shared by the audit and the suppression. Errors name the request's cell number (the
 core's cell numbering is the table's, which the caller never sees).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,36 +17,54 @@ import scipy.sparse as sp
 
 from schemas import rules as wire
 from schemas.frequency import MAX_COUNT
-from schemas.tables import CountRules, Dimension, Structure, TableCell
+from schemas.tables import (
+    AuditRequest,
+    CountRules,
+    Dimension,
+    Structure,
+    SuppressRequest,
+    TableCell,
+)
+from service.config import Settings
 from service.sdc import frequency, magnitudes, primary
-from service.sdc.errors import InputError
+from service.sdc.problem import TableProblem
 from service.sdc.rules import MinimumFrequency
 from service.sdc.table import Hierarchy, LinkedTables, StructureError, Table, table_size
 from service.sdc.unions import UnionSource, spread
 
-from . import convert
-from .deps import check_cell_count, resolve_rules, solver_seconds
-from .errors import RequestError
+from .cells import check_unique_cell_keys, contributions_of, magnitudes_of
+from .errors import TABLE_FIELDS, LimitError, RequestInputError, core_errors
+from .frequency import variable_axes
+from .limits import check_cell_count, solver_seconds
+from .rules import resolve_rules, rule_labels, ruleset_from_wire
 
 
-def admit(body, request) -> tuple[wire.RuleSet | None, bool, float, int]:
-    """What a table request starts with: the cell limit, the keys for error messages, the
-    rule set (none when cells carry protection levels only) with whether its measures may
-    be disclosed, the solver time, and the most contributions margins may pool."""
-    settings = request.app.state.settings
-    check_cell_count(len(body.cells), settings)
-    check_table_size(body.structure, settings)
-    request.state.cell_keys = [c.key for c in body.cells]
+@dataclass(frozen=True)
+class ResolvedTableRequest:
+    """What a table request (audit, suppression) is served with."""
+
+    rules: wire.RuleSet | None   # none when cells carry protection levels only
+    disclose: bool               # whether the rule set's measures may be shown
+    time_limit: float            # solver seconds, capped by the service
+    max_pooled_entries: int      # the most contributions margins may pool from leaves
+
+
+def resolve_table_request(body: AuditRequest | SuppressRequest,
+                          settings: Settings) -> ResolvedTableRequest:
+    """Check a table request against the service's limits before anything of its size is
+    built (:func:`check_table_size`), and resolve its rule set or profile and time limit."""
+    check_table_size(body.structure, settings.max_cells)
     spec, disclose = (resolve_rules(body.rules, body.profile, settings)
                       if body.rules is not None or body.profile is not None else (None, True))
     if body.counts is not None:
         bad = [i for i, c in enumerate(body.cells)
                if c.contributions is not None or c.summary is not None]
         if bad:
-            raise InputError("cells of a count table carry counts as values, not "
-                             "contributions or summaries", field="contributions", cell=bad[0])
-    return (spec, disclose, solver_seconds(body.time_limit, settings),
-            LEAF_MAP_FACTOR * settings.max_cells)
+            raise RequestInputError("cells of a count table carry counts as values, not "
+                                    "contributions or summaries", field="contributions",
+                                    cell=bad[0])
+    return ResolvedTableRequest(spec, disclose, solver_seconds(body.time_limit, settings),
+                                LEAF_MAP_FACTOR * settings.max_cells)
 
 
 def _n_codes(dim: Dimension) -> int:
@@ -85,11 +105,12 @@ def _leaf_depths(dim: Dimension) -> int:
     return total
 
 
-def check_table_size(structure: Structure, settings) -> None:
-    """413 when the table the structure spans, margins included (linked tables: their
-    cells added up), has more cells than ``SDC_MAX_CELLS``, or its map of cells to leaf
-    cells more than :data:`LEAF_MAP_FACTOR` entries per allowed cell; from the codes per
-    dimension, in Python ints, before any array of the table's size exists."""
+def check_table_size(structure: Structure, max_cells: int) -> None:
+    """:class:`LimitError` when the table the structure spans, margins included (linked
+    tables: their cells added up), has more cells than ``max_cells`` (``SDC_MAX_CELLS``), or
+    its map of cells to leaf cells more than :data:`LEAF_MAP_FACTOR` entries per allowed
+    cell; from the codes per dimension, in Python ints, before any array of the table's
+    size exists."""
     sizes = {dim.name: _n_codes(dim) for dim in structure.dimensions}
     if structure.tables is None:
         n = table_size(_n_codes(dim) for dim in structure.dimensions)
@@ -99,15 +120,14 @@ def check_table_size(structure: Structure, settings) -> None:
         n = sum(table_size(sizes[name] for name in names if name in sizes)
                 for names in structure.tables)
         field = "structure.tables"
-    check_cell_count(n, settings, what="table cells (margins included)", field=field)
+    check_cell_count(n, max_cells, what="table cells (margins included)", field=field)
     if structure.tables is None:
         entries = table_size(_leaf_depths(dim) for dim in structure.dimensions)
-        limit = LEAF_MAP_FACTOR * settings.max_cells
+        limit = LEAF_MAP_FACTOR * max_cells
         if entries > limit:
-            raise RequestError(413, f"the table's cells over its leaf cells need {entries} "
-                               f"entries, over the limit of {limit} ({LEAF_MAP_FACTOR} per "
-                               "allowed cell): its hierarchies are too deep for its size",
-                               field=field)
+            raise LimitError(f"the table's cells over its leaf cells need {entries} entries, "
+                             f"over the limit of {limit} ({LEAF_MAP_FACTOR} per allowed "
+                             "cell): its hierarchies are too deep for its size", field=field)
 
 
 def space_from_wire(structure: Structure) -> Table | LinkedTables:
@@ -118,10 +138,10 @@ def space_from_wire(structure: Structure) -> Table | LinkedTables:
             h = (Hierarchy.flat(dim.name, dim.leaves, dim.total) if dim.leaves is not None
                  else Hierarchy.from_children(dim.name, dim.children))
         except StructureError as exc:
-            raise InputError(exc.message, field=f"structure.dimensions.{d}") from None
+            raise RequestInputError(exc.message, field=f"structure.dimensions.{d}") from None
         if dims.setdefault(dim.name, h) is not h:
-            raise InputError(f"dimension name {dim.name!r} is used twice",
-                             field=f"structure.dimensions.{d}.name")
+            raise RequestInputError(f"dimension name {dim.name!r} is used twice",
+                                    field=f"structure.dimensions.{d}.name")
     if structure.tables is None:
         return Table(list(dims.values()))
     tables = []
@@ -129,21 +149,21 @@ def space_from_wire(structure: Structure) -> Table | LinkedTables:
         unknown = [n for n in names if n not in dims]
         if unknown or not names or len(set(names)) != len(names):
             why = f"unknown dimension {unknown[0]!r}" if unknown else "empty or repeated names"
-            raise InputError(f"linked table {t}: {why}", field=f"structure.tables.{t}")
+            raise RequestInputError(f"linked table {t}: {why}", field=f"structure.tables.{t}")
         tables.append(Table([dims[n] for n in names]))
     missing = set(dims) - {n for names in structure.tables for n in names}
     if missing:
-        raise InputError(f"dimension {sorted(missing)[0]!r} is in no linked table",
-                         field="structure.tables")
+        raise RequestInputError(f"dimension {sorted(missing)[0]!r} is in no linked table",
+                                field="structure.tables")
     try:
         linked = LinkedTables(tables)
     except StructureError as exc:
-        raise InputError(exc.message, field="structure.tables") from None
+        raise RequestInputError(exc.message, field="structure.tables") from None
     if [h.name for h in linked.dimensions] != list(dims):
         # Keys are read in the order of 'dimensions'; the linked space orders them by
         # first appearance in 'tables'.
-        raise InputError("list the dimensions in the order they first appear in 'tables'",
-                         field="structure.dimensions")
+        raise RequestInputError("list the dimensions in the order they first appear in 'tables'",
+                                field="structure.dimensions")
     return linked
 
 
@@ -165,33 +185,34 @@ class TableInputs:
     fired: np.ndarray | None         # (rules, n_cells) when a rule set was applied
     n_contributors: np.ndarray       # 0 where unknown
 
-    def keys(self, cells) -> list[list[str]]:
+    def cell_keys(self, cells) -> list[list[str]]:
         return [list(self.space.key(int(c))) for c in cells]
 
 
-def table_inputs(structure: Structure, cells: list[TableCell], spec: wire.RuleSet | None,
+def table_inputs(structure: Structure, cells: Sequence[TableCell], spec: wire.RuleSet | None,
                  *, labels_with_parameters: bool, counts: CountRules | None = None,
                  max_entries: int | None = None) -> TableInputs:
     """The table and its cells' values, sensitivity and bounds. ``max_entries``: the most
     contributions margins may pool from their leaves (413 beyond)."""
     space = space_from_wire(structure)
     n = space.n_cells
-    convert.check_unique_keys([c.key for c in cells])
+    check_unique_cell_keys([c.key for c in cells])
     for i, c in enumerate(cells):
         if len(c.key) != len(space.dimensions):
-            raise InputError(f"a cell key needs {len(space.dimensions)} codes "
-                             f"({', '.join(space.names)}), got {len(c.key)}", field="key", cell=i)
+            raise RequestInputError(f"a cell key needs {len(space.dimensions)} codes "
+                                    f"({', '.join(space.names)}), got {len(c.key)}",
+                                    field="key", cell=i)
     try:
         where = space.cell_indices(np.array([c.key for c in cells], dtype=object).T
                                    if cells else [[] for _ in space.dimensions])
     except StructureError as exc:
         # The cell the message is about (looking each cell up again was quadratic).
-        raise InputError(exc.message, field="key", cell=exc.index) from None
+        raise RequestInputError(exc.message, field="key", cell=exc.index) from None
     where = np.asarray(where, dtype=np.int64)
     request_of_cell = np.full(n, -1, dtype=np.int64)
     request_of_cell[where] = np.arange(len(cells))
 
-    ruleset = convert.ruleset_from_wire(spec) if spec is not None else None
+    ruleset = ruleset_from_wire(spec) if spec is not None else None
     m, known, contributions = _magnitudes(cells, where, n, spec, ruleset)
     if ruleset is not None and isinstance(space, Table):
         m, known, contributions = _pooled_margins(space, cells, where, m, known,
@@ -205,13 +226,14 @@ def table_inputs(structure: Structure, cells: list[TableCell], spec: wire.RuleSe
     negative = np.flatnonzero((values < 0) & np.isfinite(lower) & (lower >= 0))
     if negative.size:
         cell = int(request_of_cell[negative[0]])
-        raise InputError("a cell is negative: tables with negative cells need explicit "
-                         "a-priori bounds (lower_bound) on every cell that may be suppressed",
-                         field="lower_bound", cell=cell if cell >= 0 else None)
+        raise RequestInputError("a cell is negative: tables with negative cells need "
+                                "explicit a-priori bounds (lower_bound) on every cell that "
+                                "may be suppressed", field="lower_bound",
+                                cell=cell if cell >= 0 else None)
     bad = np.flatnonzero(lower > upper)
     if bad.size:
-        raise InputError("lower_bound exceeds upper_bound", field="lower_bound",
-                         cell=int(request_of_cell[bad[0]]))
+        raise RequestInputError("lower_bound exceeds upper_bound", field="lower_bound",
+                                cell=int(request_of_cell[bad[0]]))
     _check_finite_within_bounds(space, values, lower, upper, request_of_cell)
 
     sensitive = np.zeros(n, bool)
@@ -226,7 +248,7 @@ def table_inputs(structure: Structure, cells: list[TableCell], spec: wire.RuleSe
         up = np.where(sensitive, verdict.upper_protection, 0.0)
         lo = np.where(sensitive, verdict.lower_protection, 0.0)
         fired = verdict.fired & known
-        labels = convert.rule_labels(spec.rules, with_parameters=labels_with_parameters)
+        labels = rule_labels(spec.rules, with_parameters=labels_with_parameters)
     unions = (UnionSource(m, ruleset, known=known, contributions=contributions)
               if ruleset is not None and known.any() else None)
     if counts is not None:
@@ -254,9 +276,9 @@ def _check_finite_within_bounds(space, values, lower, upper, request_of_cell) ->
         if where.size:
             sent = int(request_of_cell[where[0]])
             if sent >= 0:
-                raise InputError(f"the cell's value {why}", field=field, cell=sent)
-            raise InputError(f"the computed margin {list(space.key(int(where[0])))} {why}",
-                             field=field)
+                raise RequestInputError(f"the cell's value {why}", field=field, cell=sent)
+            raise RequestInputError(f"the computed margin {list(space.key(int(where[0])))} {why}",
+                                    field=field)
 
 
 def _count_sensitivity(space, values, counts: CountRules, request_of_cell):
@@ -269,17 +291,17 @@ def _count_sensitivity(space, values, counts: CountRules, request_of_cell):
         # Name a cell the caller sent (a computed margin inherits its leaves' fault).
         sent = request_of_cell[bad]
         cell = int(sent[sent >= 0].min()) if (sent >= 0).any() else None
-        raise InputError(f"a count table needs whole counts from 0 to {MAX_COUNT} as cell "
-                         "values", field="value", cell=cell)
+        raise RequestInputError(f"a count table needs whole counts from 0 to {MAX_COUNT} as cell "
+                                "values", field="value", cell=cell)
     # Named dimensions are checked even when only the threshold rule runs.
-    axes = convert.key_and_target_axes(counts.keys, counts.targets, list(space.names),
-                                       prefix="counts.")
+    axes = variable_axes(counts.keys, counts.targets, list(space.names), prefix="counts.")
     sensitive = np.zeros(len(values), bool)
-    if counts.threshold is not None:
-        sensitive |= frequency.threshold_rule(values, counts.threshold,
-                                              zero_cells=counts.zero_cells)
-    if counts.extended is not None:
-        sensitive |= _extended(space, values, counts, *axes)
+    with core_errors(TABLE_FIELDS, request_of_cell):
+        if counts.threshold is not None:
+            sensitive |= frequency.threshold_rule(values, counts.threshold,
+                                                  zero_cells=counts.zero_cells)
+        if counts.extended is not None:
+            sensitive |= _extended(space, values, counts, *axes)
     level = np.where(sensitive, counts.range / 100.0 * values, 0.0)
     # A union of suppressed cells counts the respondents of its members: the threshold
     # rule (or rule 3 of the extended rules) on it is the minimum frequency rule on summed
@@ -299,12 +321,13 @@ def _count_sensitivity(space, values, counts: CountRules, request_of_cell):
     return sensitive, level, [label], unions
 
 
-def _extended(space, values, counts: CountRules, keys, targets) -> np.ndarray:
+def _extended(space, values, counts: CountRules, key_axes, target_axes) -> np.ndarray:
     if not isinstance(space, Table):
-        raise InputError("the extended rules need one table, not linked tables",
-                         field="counts.extended")
+        raise RequestInputError("the extended rules need one table, not linked tables",
+                                field="counts.extended")
     config = frequency.ExtendedThresholdConfig(**counts.extended.model_dump())
-    return frequency.extended_threshold_rules_on_table(space, values, keys, targets, config)
+    return frequency.extended_threshold_rules_on_table(space, values, key_axes, target_axes,
+                                                       config)
 
 
 def _magnitudes(cells, where, n, spec, ruleset):
@@ -314,16 +337,15 @@ def _magnitudes(cells, where, n, spec, ruleset):
     known[where[has]] = True
     if ruleset is None:
         if has:
-            raise InputError("contributions or summaries need 'rules' or 'profile' to be "
-                             "assessed", field="rules", cell=has[0])
+            raise RequestInputError("contributions or summaries need 'rules' or 'profile' to be "
+                                    "assessed", field="rules", cell=has[0])
         return _empty(n, 2), known, None
-    sourced = [cells[i] for i in has]
-    m_part = convert.magnitudes_from_cells(sourced, spec, ruleset) if sourced else None
-    with_contributions = [k for k, c in enumerate(sourced) if c.contributions is not None]
+    m_part = magnitudes_of(cells, spec, ruleset, index=has) if has else None
+    with_contributions = [i for i in has if cells[i].contributions is not None]
     contributions = None
     if with_contributions:
-        c = convert.contributions_of(sourced, with_contributions, spec.weights)
-        contributions = c.renumbered(where[np.asarray(has)[with_contributions]])
+        c = contributions_of(cells, with_contributions, spec.weights)
+        contributions = c.renumbered(where[with_contributions])
     parts = [(where[has], m_part)] if m_part is not None else []
     rest = np.flatnonzero(~known)
     if rest.size:
@@ -357,7 +379,7 @@ def _pooled_margins(space: Table, cells, where, m, known, contributions, ruleset
     mixed = (n_known > 0) & (n_raw < n_leaves)
     if mixed.any():
         key = list(space.key(int(margins[np.flatnonzero(mixed)[0]])))
-        raise InputError(
+        raise RequestInputError(
             f"the margin {key} is computed from leaves sent with a summary or a bare value "
             "next to leaves with contributions or a summary: its contributors cannot be "
             "pooled from them; send the margin with its own summary or contributions, or "
@@ -373,27 +395,28 @@ def _pooled_margins(space: Table, cells, where, m, known, contributions, ruleset
             above *= h.depth[space.key_positions[:, d]] + 1
         entries = int(((above - 1)[contributions.cell]).sum())
         if entries > max_entries:
-            raise RequestError(413, f"pooling the leaves' contributions into the margins "
-                               f"needs {entries} entries, over the limit of {max_entries}; "
-                               "send the margins with their own summary", field="cells")
+            raise LimitError(f"pooling the leaves' contributions into the margins needs "
+                             f"{entries} entries, over the limit of {max_entries}; send the "
+                             "margins with their own summary", field="cells")
     # Each leaf contribution once more in every pooled margin above its leaf.
     g = space.aggregation[pool].tocsr()                 # pooled margins x leaves
     over_leaves = sp.csr_matrix((g.data, leaf_cells[g.indices], g.indptr),
                                 shape=(len(pool), n))
     rows, _, src = spread(over_leaves, UnionSource(m, ruleset, contributions=contributions))
     target = pool[rows]
-    pick = lambda a: None if a is None else np.asarray(a)[src]  # noqa: E731
+    pick = lambda a: None if a is None else np.asarray(a)[src]
     pooled = magnitudes.Contributions(target, contributions.value[src],
                                       pick(contributions.holding), pick(contributions.weight),
                                       pick(contributions.waiver), pick(contributions.request),
                                       contributions.weights_mode)
     local = np.full(n, -1)
     local[pool] = np.arange(len(pool))
-    m_pool = magnitudes.from_contributions(
-        len(pool), local[pooled.cell], pooled.value, holding=pooled.holding,
-        weight=pooled.weight, waiver=pooled.waiver, request=pooled.request,
-        weights_mode=pooled.weights_mode, depth=ruleset.depth, negative=ruleset.negative,
-        refuse_negative=ruleset.has_concentration_rule)
+    with core_errors():   # its cells are margins the request did not send
+        m_pool = magnitudes.from_contributions(
+            len(pool), local[pooled.cell], pooled.value, holding=pooled.holding,
+            weight=pooled.weight, waiver=pooled.waiver, request=pooled.request,
+            weights_mode=pooled.weights_mode, depth=ruleset.depth, negative=ruleset.negative,
+            refuse_negative=ruleset.has_concentration_rule)
     rest = np.flatnonzero(~np.isin(np.arange(n), pool))
     m = magnitudes.merge(n, [(rest, _take(m, rest)), (pool, m_pool)])
     known = known.copy()
@@ -437,8 +460,8 @@ def _values(space, cells, where, m, known) -> np.ndarray:
     if leaves_missing.size:
         key = list(space.key(int(leaves_missing[0])))
         sent = np.flatnonzero(where == leaves_missing[0])
-        raise InputError(f"leaf cell {key} has no value, contributions or summary",
-                         field="value", cell=int(sent[0]) if sent.size else None)
+        raise RequestInputError(f"leaf cell {key} has no value, contributions or summary",
+                                field="value", cell=int(sent[0]) if sent.size else None)
     if not given.all():
         x = np.where(given, x, _filled(space, x))
     return x
@@ -451,9 +474,9 @@ def _shifted(space, x, m, known, shift: float, request_of_cell) -> np.ndarray:
     missing = np.flatnonzero(space.is_leaf & ~known)
     if missing.size:
         cell = int(request_of_cell[missing[0]])
-        raise InputError("the shift for negative values needs contributions or a summary "
-                         "on every leaf cell (its number of contributors)", field="cells",
-                         cell=cell if cell >= 0 else None)
+        raise RequestInputError("the shift for negative values needs contributions or a summary "
+                                "on every leaf cell (its number of contributors)", field="cells",
+                                cell=cell if cell >= 0 else None)
     return _filled(space, np.where(space.is_leaf, x + m.count * shift, np.nan))
 
 
@@ -481,7 +504,8 @@ def check_additivity(inputs: TableInputs, tolerance: float) -> None:
     relation to its parts), named by that margin; else the first broken relation, named
     by the first of its cells that was sent."""
     space, sent_as = inputs.space, inputs.request_of_cell
-    broken = space.check_additivity(inputs.values, tolerance)
+    with core_errors(TABLE_FIELDS, sent_as):
+        broken = space.check_additivity(inputs.values, tolerance)
     if not broken:
         return
     parent = space.relation_parent
@@ -489,6 +513,15 @@ def check_additivity(inputs: TableInputs, tolerance: float) -> None:
     members = sent_as[np.concatenate([[parent[v.index]], space.relations[v.index].indices])]
     sent = members[members >= 0]
     # By how much is left out: the difference is derived from the data (README, errors).
-    raise InputError(f"margins do not add up: {v.description} does not hold within "
-                     f"structure.tolerance ({tolerance:g})", field="value",
-                     cell=int(sent[0]) if sent.size else None)
+    raise RequestInputError(f"margins do not add up: {v.description} does not hold within "
+                            f"structure.tolerance ({tolerance:g})", field="value",
+                            cell=int(sent[0]) if sent.size else None)
+
+
+def table_problem(inputs: TableInputs, tolerance: float) -> TableProblem:
+    """The core's problem of a request's table (audit and suppression)."""
+    with core_errors(TABLE_FIELDS, inputs.request_of_cell):
+        return TableProblem.of(inputs.space, inputs.values, inputs.sensitive,
+                               inputs.upper_protection, inputs.lower_protection,
+                               inputs.lower_bounds, inputs.upper_bounds, unions=inputs.unions,
+                               tolerance=tolerance)

@@ -1,4 +1,5 @@
-"""Where CPU-bound request work runs: inline for small tables, else a bounded pool.
+"""The compute pool: where CPU-bound request work runs, inline for small tables, else a
+bounded pool of threads.
 
 Small tables of routes whose work is linear in the cells (the online filter's case) are
 computed on the event loop: a thread hop costs more than the work. Everything else, and
@@ -8,13 +9,13 @@ When both are full the request is refused at once with 503 and ``Retry-After`` r
 than queued without bound: a caller can retry elsewhere, and health checks and metrics,
 which never enter the pool, stay responsive while solvers run.
 
-Large bodies are admitted the same way before they are read (:meth:`Pool.admit_request`):
-parsing and validating a big table runs on the event loop, so without that bound the loop
-itself would become the unbounded queue.
+Large bodies are admitted the same way before they are read
+(:meth:`ComputePool.admit_request`): parsing and validating a big table runs on the event
+loop, so without that bound the loop itself would become the unbounded queue.
 
-When the server begins to stop (:meth:`Pool.drain`), tasks still waiting for a thread are
-answered 503 with ``Retry-After`` at once and new ones are refused: only the running ones
-must finish within the shutdown period, whatever the queue depth.
+When the server begins to stop (:meth:`ComputePool.drain`), tasks still waiting for a
+thread are answered 503 with ``Retry-After`` at once and new ones are refused: only the
+running ones must finish within the shutdown period, whatever the queue depth.
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 from starlette.exceptions import HTTPException
 
@@ -52,7 +54,7 @@ class ShuttingDown(PoolFull):
         super().__init__("the service is shutting down; retry after the Retry-After seconds")
 
 
-class Pool:
+class ComputePool:
     """A thread pool that admits at most ``threads + queue_depth`` tasks."""
 
     def __init__(self, threads: int, queue_depth: int, metrics=None):
@@ -127,18 +129,19 @@ class Pool:
 
 
 #: The pool of the app serving the current request (set by the request middleware).
-current_pool: contextvars.ContextVar[Pool | None] = contextvars.ContextVar("sdc_pool", default=None)
+current_pool: contextvars.ContextVar[ComputePool | None] = contextvars.ContextVar(
+    "sdc_pool", default=None)
 #: Whether the current route may compute small tables inline (see INLINE_ROUTES).
 inline_allowed: contextvars.ContextVar[bool] = contextvars.ContextVar("sdc_inline", default=True)
-_fallback: Pool | None = None
+_fallback: ComputePool | None = None
 
 
-def _pool() -> Pool:
+def _pool() -> ComputePool:
     global _fallback
     pool = current_pool.get()
     if pool is None:   # called outside a request (scripts, unit tests)
         if _fallback is None:
-            _fallback = Pool(2, 2)
+            _fallback = ComputePool(2, 2)
         pool = _fallback
     return pool
 

@@ -1,0 +1,19 @@
+"""The ``/v1`` API: one router holding every capability's route."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from . import audit, conversions, frequency, query_filter, sensitivity, suppress
+from .routing import DECLARED
+
+#: The endpoints (declared by :func:`.routing.post`) in the order routes are matched: the
+#: filter first, as it is on the path of every user query.
+ENDPOINTS = (query_filter.filter_answer, sensitivity.sensitivity,
+             frequency.frequency_sensitivity, conversions.convert_rule, audit.audit,
+             suppress.suppress_route)
+
+router = APIRouter(prefix="/v1")
+for _endpoint in ENDPOINTS:
+    _path, _options = DECLARED[_endpoint]
+    router.add_api_route(_path, _endpoint, methods=["POST"], **_options)

@@ -1,0 +1,128 @@
+"""Magnitude cells on the wire (contributions, ``microdata`` columns, summaries) to the
+core's contributions and ordered magnitudes (:mod:`service.sdc.magnitudes`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from itertools import chain, repeat
+from operator import attrgetter
+
+import numpy as np
+
+from schemas import rules as wire
+from service.sdc import magnitudes, primary
+from service.sdc.errors import InputError
+
+from .errors import RequestInputError, to_wire
+
+
+def check_unique_cell_keys(cell_keys: list[list[str]]) -> None:
+    """Each cell once: a second cell with the same key is an error naming that cell."""
+    if len(set(map(tuple, cell_keys))) == len(cell_keys):   # at C speed: the usual case
+        return
+    seen: dict[tuple[str, ...], int] = {}
+    for i, key in enumerate(cell_keys):
+        first = seen.setdefault(tuple(key), i)
+        if first != i:
+            raise RequestInputError(f"duplicate cell key: the same key as cell {first}",
+                                    field="key", cell=i)
+
+
+def magnitudes_of(cells: Sequence, spec: wire.RuleSet, ruleset: primary.RuleSet,
+                  index: Sequence[int] | None = None) -> magnitudes.Magnitudes:
+    """The ordered magnitudes of ``cells[i] for i in index`` (every cell when ``index`` is
+    ``None``), in that order; errors name the request's cell numbers.
+
+    Cells with contributions and cells with summaries may be mixed; each group goes
+    through its own constructor and the results are merged in order.
+    """
+    if index is None:
+        with_contributions = [i for i, c in enumerate(cells) if c.summary is None]
+        with_summary = [i for i, c in enumerate(cells) if c.summary is not None]
+        n, numbers = len(cells), None
+    else:
+        with_contributions = [k for k, i in enumerate(index) if cells[i].summary is None]
+        with_summary = [k for k, i in enumerate(index) if cells[i].summary is not None]
+        n, numbers = len(index), index
+    parts: list[tuple[list[int] | np.ndarray, magnitudes.Magnitudes]] = []
+    if with_contributions:
+        parts.append((with_contributions, _from_contributions(
+            cells, _numbers(with_contributions, numbers), spec, ruleset)))
+    if with_summary:
+        parts.append((with_summary, _from_summaries(cells, _numbers(with_summary, numbers),
+                                                    ruleset)))
+    return magnitudes.merge(n, parts)
+
+
+def _numbers(positions: list[int], index: Sequence[int] | None) -> Sequence[int]:
+    """The request's numbers of ``positions`` in ``index`` (the request's own when none)."""
+    if index is None:
+        return positions
+    return index if len(positions) == len(index) else [index[k] for k in positions]
+
+
+#: A contribution object's fields, in the order of :func:`_contributions`' tuples.
+_FIELDS = attrgetter("value", "holding", "weight", "waiver", "request")
+
+
+def _contributions(cell) -> tuple[int, Iterable[tuple]]:
+    """A cell's number of contributions and their (value, holding, weight, waiver, request)
+    tuples, whether sent as objects or (the online filter's compact form) as ``microdata``
+    columns, which have no waiver or request."""
+    micro = getattr(cell, "microdata", None)
+    if micro is None:
+        return len(cell.contributions), map(_FIELDS, cell.contributions)
+    n = len(micro.value)
+    return n, zip(micro.value, micro.holding or repeat(None, n), micro.weight or repeat(None, n),
+                  repeat(False, n), repeat(False, n))
+
+
+def contributions_of(cells: Sequence, index: Sequence[int],
+                     weights_mode) -> magnitudes.Contributions:
+    """The contributions of ``cells[i] for i in index`` as flat arrays; cell ``k`` of the
+    result is ``index[k]``'s position in ``index``. A column nobody sent is ``None``."""
+    sizes, rows = tuple(zip(*map(_contributions, map(cells.__getitem__, index)))) or ((), ())
+    # One transposition for all cells: per-cell column building cost more than the rule.
+    value, holding, weight, waiver, request = tuple(zip(*chain.from_iterable(rows))) or ((),) * 5
+    n = len(value)
+    cell = np.repeat(np.arange(len(index)), sizes)
+    holding_codes = None
+    if holding.count(None) < n:
+        codes = {h: k for k, h in enumerate(h for h in dict.fromkeys(holding) if h is not None)}
+        codes[None] = -1
+        holding_codes = np.fromiter(map(codes.__getitem__, holding), np.int64, n)
+    # A contribution without a weight in a weighted request counts once (weight 1).
+    weights = (None if weight.count(None) == n else
+               np.fromiter((1.0 if w is None else w for w in weight), np.float64, n))
+    return magnitudes.Contributions(
+        cell, np.array(value, np.float64), holding_codes, weights,
+        np.array(waiver, bool) if any(waiver) else None,
+        np.array(request, bool) if any(request) else None, weights_mode)
+
+
+def _from_contributions(cells, index, spec, ruleset) -> magnitudes.Magnitudes:
+    c = contributions_of(cells, index, spec.weights)
+    try:
+        return magnitudes.from_contributions(
+            len(index), c.cell, c.value, holding=c.holding, weight=c.weight, waiver=c.waiver,
+            request=c.request, weights_mode=c.weights_mode, depth=ruleset.depth,
+            negative=ruleset.negative, refuse_negative=ruleset.has_concentration_rule)
+    except InputError as error:
+        raise to_wire(error, numbers=index, cells=cells) from None
+
+
+def _from_summaries(cells, index, ruleset) -> magnitudes.Magnitudes:
+    summaries = [cells[i].summary for i in index]
+    width = max(1, max(len(s.largest) for s in summaries))
+    largest = np.full((len(index), width), np.nan)
+    for row, s in enumerate(summaries):
+        largest[row, :len(s.largest)] = s.largest
+    requested = np.fromiter((np.nan if s.requested is None else s.requested for s in summaries),
+                            np.float64, len(summaries))
+    try:
+        return magnitudes.from_summaries(
+            np.fromiter((s.total for s in summaries), np.float64, len(summaries)),
+            np.fromiter((s.count for s in summaries), np.float64, len(summaries)),
+            largest, requested=requested, depth=ruleset.depth, negative=ruleset.negative)
+    except InputError as error:
+        raise to_wire(error, numbers=index, cells=cells) from None
