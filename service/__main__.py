@@ -39,9 +39,13 @@ def raw_reply(status: int, message: str, headers: dict | None = None) -> bytes:
     """A whole HTTP/1.1 error reply in the service's error shape that closes the
     connection, for the protocol to write outside any request cycle."""
     body = error_body(status, message)
-    lines = [f"HTTP/1.1 {status} {http.HTTPStatus(status).phrase}",
-             "content-type: application/json", f"content-length: {len(body)}",
-             "connection: close", *(f"{k.lower()}: {v}" for k, v in (headers or {}).items())]
+    lines = [
+        f"HTTP/1.1 {status} {http.HTTPStatus(status).phrase}",
+        "content-type: application/json",
+        f"content-length: {len(body)}",
+        "connection: close",
+        *(f"{k.lower()}: {v}" for k, v in (headers or {}).items()),
+    ]
     return ("\r\n".join(lines) + "\r\n\r\n").encode("ascii") + body
 
 
@@ -70,11 +74,11 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self.limits: Settings = getattr(shared, "settings", None) or Settings()
         self.metrics = getattr(shared, "metrics", None)
         self.pool = getattr(shared, "pool", None)
-        self._in_head = True      # waiting for (the rest of) a request head
-        self._head_bytes = 0      # bytes received since the current head began
+        self._in_head = True  # waiting for (the rest of) a request head
+        self._head_bytes = 0  # bytes received since the current head began
         self._head_timer = None
         self._write_timer = None
-        self._write_mark = 0      # write buffer size at the last progress check
+        self._write_mark = 0  # write buffer size at the last progress check
         self._discard_timer = None
 
     # -- connections ------------------------------------------------------------------
@@ -82,9 +86,11 @@ class GuardedHttpProtocol(HttpToolsProtocol):
     def connection_made(self, transport) -> None:
         super().connection_made(transport)
         if len(self.connections) > self.limits.max_connections:
-            self._refuse(503, "the service has too many open connections; retry after the "
-                              "Retry-After seconds",
-                         {"Retry-After": str(compute_pool.RETRY_AFTER_SECONDS)})
+            self._refuse(
+                503,
+                "the service has too many open connections; retry after the Retry-After seconds",
+                {"Retry-After": str(compute_pool.RETRY_AFTER_SECONDS)},
+            )
             return
         self._head_timer = self.loop.call_later(self.limits.header_seconds, self._head_timeout)
 
@@ -121,16 +127,18 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         super().data_received(data)
         # Checked after parsing: if the head ended in this chunk, _in_head is now False
         # and the rest of the chunk was body.
-        if (self._in_head and self._head_bytes > self.limits.max_header_bytes
-                and not self.transport.is_closing()):
+        if (
+            self._in_head
+            and self._head_bytes > self.limits.max_header_bytes
+            and not self.transport.is_closing()
+        ):
             self._refuse(431, self._head_message)
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._in_head = True
         if self._head_timer is None:
-            self._head_timer = self.loop.call_later(self.limits.header_seconds,
-                                                    self._head_timeout)
+            self._head_timer = self.loop.call_later(self.limits.header_seconds, self._head_timeout)
 
     def on_headers_complete(self) -> None:
         self._in_head = False
@@ -160,7 +168,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
-        self._in_head = True   # whatever comes next is the next request's head
+        self._in_head = True  # whatever comes next is the next request's head
         if self._discard_timer is not None:
             self._discard_timer.cancel()
             self._discard_timer = None
@@ -172,12 +180,14 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         if self.cycle is not None and not self.cycle.response_complete:
             # A pipelined head behind a request still being answered: closing now would
             # lose that reply. Check again later.
-            self._head_timer = self.loop.call_later(self.limits.header_seconds,
-                                                    self._head_timeout)
+            self._head_timer = self.loop.call_later(self.limits.header_seconds, self._head_timeout)
             return
         if self._head_bytes:
-            self._refuse(408, f"the request line and headers did not arrive within "
-                              f"{self.limits.header_seconds:g} seconds")
+            self._refuse(
+                408,
+                f"the request line and headers did not arrive within "
+                f"{self.limits.header_seconds:g} seconds",
+            )
         else:
             self.transport.close()
 
@@ -192,8 +202,9 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         unread = cycle is not None and cycle.response_complete and cycle.more_body
         super().on_response_complete()
         if unread and not self.transport.is_closing():
-            self._discard_timer = self.loop.call_later(self.limits.body_seconds,
-                                                       self._discard_timeout)
+            self._discard_timer = self.loop.call_later(
+                self.limits.body_seconds, self._discard_timeout
+            )
 
     def _discard_timeout(self) -> None:
         self._discard_timer = None
@@ -209,8 +220,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         if self._write_timer is not None:
             self._write_timer.cancel()
         self._write_mark = self.transport.get_write_buffer_size()
-        self._write_timer = self.loop.call_later(self.limits.rate_grace_seconds,
-                                                 self._write_check)
+        self._write_timer = self.loop.call_later(self.limits.rate_grace_seconds, self._write_check)
 
     def resume_writing(self) -> None:
         super().resume_writing()
@@ -227,8 +237,12 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             self._write_timer = self.loop.call_later(window, self._write_check)
             return
         # abort(), not close(): close() would keep the unread bytes until they are sent.
-        log.info("closed a connection whose client read %d bytes of its reply in %g s "
-                 "(%d bytes unread)", self._write_mark - left, window, left)
+        log.info(
+            "closed a connection whose client read %d bytes of its reply in %g s (%d bytes unread)",
+            self._write_mark - left,
+            window,
+            left,
+        )
         self.transport.abort()
 
 
@@ -247,7 +261,9 @@ def _raise_open_files(wanted: int) -> None:
     if target < wanted:
         logging.getLogger("sdc.start").warning(
             "the open-file limit (%d) is below SDC_MAX_CONNECTIONS plus files; connections "
-            "past it are refused by the kernel, not answered 503", target)
+            "past it are refused by the kernel, not answered 503",
+            target,
+        )
 
 
 def server_options(settings: Settings) -> dict:
@@ -255,11 +271,15 @@ def server_options(settings: Settings) -> dict:
     server in-process)."""
     # By import string, not the class: worker processes (SDC_WORKERS > 1) are spawned and
     # get the options pickled, and under `python -m service` this module is `__main__`.
-    return dict(http="service.__main__:GuardedHttpProtocol", host=settings.host,
-                port=settings.port,
-                workers=settings.workers, access_log=False,
-                timeout_keep_alive=KEEP_ALIVE_SECONDS,
-                timeout_graceful_shutdown=settings.shutdown_seconds)
+    return dict(
+        http="service.__main__:GuardedHttpProtocol",
+        host=settings.host,
+        port=settings.port,
+        workers=settings.workers,
+        access_log=False,
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
+        timeout_graceful_shutdown=settings.shutdown_seconds,
+    )
 
 
 def main() -> None:
@@ -270,18 +290,30 @@ def main() -> None:
     logs.setup(settings.log_level)
     log = logging.getLogger("sdc.start")
     if settings.api_keys_file is None:
-        log.warning("no API keys configured (SDC_API_KEYS_FILE): every caller is treated as an "
-                    "analyst and sees diagnostics; this is for a developer's machine, so the "
-                    "service listens on loopback only")
-    log.info("listening on http://%s:%d (%d rule profiles, %s, %d compute threads + %d "
-             "queued), %s", settings.host, settings.port, len(settings.profiles),
-             "API keys required" if settings.api_keys_file else "no API keys",
-             settings.worker_threads, settings.queue_depth,
-             "/metrics on the same port" if settings.metrics_port is None else
-             f"/metrics on port {settings.metrics_port} only (SDC_METRICS_PORT)")
+        log.warning(
+            "no API keys configured (SDC_API_KEYS_FILE): every caller is treated as an "
+            "analyst and sees diagnostics; this is for a developer's machine, so the "
+            "service listens on loopback only"
+        )
+    log.info(
+        "listening on http://%s:%d (%d rule profiles, %s, %d compute threads + %d queued), %s",
+        settings.host,
+        settings.port,
+        len(settings.profiles),
+        "API keys required" if settings.api_keys_file else "no API keys",
+        settings.worker_threads,
+        settings.queue_depth,
+        "/metrics on the same port"
+        if settings.metrics_port is None
+        else f"/metrics on port {settings.metrics_port} only (SDC_METRICS_PORT)",
+    )
     _raise_open_files(settings.max_connections + 64)
-    uvicorn.run("service.app:create_app", factory=True, log_config=logs.config(settings.log_level),
-                **server_options(settings))
+    uvicorn.run(
+        "service.app:create_app",
+        factory=True,
+        log_config=logs.config(settings.log_level),
+        **server_options(settings),
+    )
 
 
 if __name__ == "__main__":

@@ -83,7 +83,7 @@ class ApiKeyFileError(ValueError):
 class StoredHash:
     """A parsed hash of the key file."""
 
-    method: str          # one of METHODS
+    method: str  # one of METHODS
     salt: bytes
     digest: bytes
 
@@ -159,13 +159,16 @@ def _check_hash(stored: object, where: str, key_id: str) -> StoredHash:
             f"{where}.hash (id {key_id!r}): scrypt hashes are no longer accepted (a slow "
             "hash let wrong keys queue up and showed which ids exist); issue the caller a "
             "new key with: python -m service.api_keys new, or hash a key you hold with: "
-            "python -m service.api_keys hash")
+            "python -m service.api_keys hash"
+        )
     try:
         return StoredHash.parse(stored)
     except ValueError:
-        raise ApiKeyFileError(f"{where}.hash: not a 'hmac-sha256$salt$digest' or "
-                           "'sha256$salt$digest' value (make one with: "
-                           "python -m service.api_keys new)") from None
+        raise ApiKeyFileError(
+            f"{where}.hash: not a 'hmac-sha256$salt$digest' or "
+            "'sha256$salt$digest' value (make one with: "
+            "python -m service.api_keys new)"
+        ) from None
 
 
 def load_api_key_file(path: Path) -> dict[str, ApiKeyEntry]:
@@ -257,18 +260,25 @@ class ApiKeyStore:
         entry = self._entries.get(key_id)
         stored = entry.stored if entry is not None else self._dummy
         raw = key.encode("utf-8", "surrogatepass")
-        digests = {method: _digest(method, stored.salt if method == stored.method
-                                   else self._dummy.salt, raw) for method in METHODS}
+        digests = {
+            method: _digest(
+                method, stored.salt if method == stored.method else self._dummy.salt, raw
+            )
+            for method in METHODS
+        }
         ok = hmac.compare_digest(digests[stored.method], stored.digest)
         return entry if ok and entry is not None and dot and secret else None
 
 
 def _main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m service.api_keys",
-                                     description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m service.api_keys", description=__doc__.split("\n")[0]
+    )
     sub = parser.add_subparsers(dest="command", required=True)
-    for name, text in (("new", "make a new random key and its entry"),
-                       ("hash", "hash a key read from standard input")):
+    for name, text in (
+        ("new", "make a new random key and its entry"),
+        ("hash", "hash a key read from standard input"),
+    ):
         p = sub.add_parser(name, help=text)
         p.add_argument("--role", choices=ROLES, required=True)
         p.add_argument("--id", help="key id (for 'hash', taken from the key if omitted)")
@@ -284,9 +294,11 @@ def _main(argv: list[str] | None = None) -> None:
         if key_id is None or (args.id and args.id != key_id):
             parser.error("a key is '<id>.<secret>' with the id of --id")
         if len(key.partition(".")[2]) < MIN_SECRET_CHARS:
-            parser.error(f"the secret must have at least {MIN_SECRET_CHARS} random "
-                         "characters (the hash is fast: safe for random secrets only; "
-                         "'new' makes one)")
+            parser.error(
+                f"the secret must have at least {MIN_SECRET_CHARS} random "
+                "characters (the hash is fast: safe for random secrets only; "
+                "'new' makes one)"
+            )
         if len(key) > MAX_KEY_CHARS:
             parser.error(f"a key has at most {MAX_KEY_CHARS} characters")
     entry = {"id": key.partition(".")[0], "role": args.role, "hash": hash_key(key)}

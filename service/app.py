@@ -12,8 +12,12 @@ from .api.compute_pool import ComputePool
 from .api_keys import ApiKeyStore
 from .config import Settings
 from .metrics import Metrics
-from .middleware import (AdmissionMiddleware, BodyLimitMiddleware, CancelledMiddleware,
-                         RequestLogMiddleware)
+from .middleware import (
+    AdmissionMiddleware,
+    BodyLimitMiddleware,
+    CancelledMiddleware,
+    RequestLogMiddleware,
+)
 
 #: Key of the lifespan state under which the app's ``state`` (settings, metrics, pool)
 #: reaches the server's connection protocol (service.__main__.GuardedHttpProtocol).
@@ -44,8 +48,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         title="Statistical disclosure control service",
         version="0.1.0",
         description="Sensitivity of table cells, protection levels, and (as they land) "
-                    "audit and secondary suppression. Rule parameters of profiles never "
-                    "leave the service.",
+        "audit and secondary suppression. Rule parameters of profiles never "
+        "leave the service.",
     )
     app.state.settings = settings
     app.state.metrics = metrics
@@ -57,12 +61,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     access.install(app, ApiKeyStore(settings.api_keys_file) if settings.api_keys_file else None)
     app.state.pool = ComputePool(settings.worker_threads, settings.queue_depth, metrics)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
-    app.add_middleware(AdmissionMiddleware, pool=app.state.pool,
-                       body_seconds=settings.body_seconds,
-                       min_rate=settings.min_bytes_per_second,
-                       grace=settings.rate_grace_seconds)
-    app.add_middleware(access.AuthMiddleware, store=app.state.api_keys,
-                       closed=frozenset() if settings.open_docs else access.docs_paths(app))
-    app.add_middleware(CancelledMiddleware)   # inside the metrics: its 503 is counted
+    app.add_middleware(
+        AdmissionMiddleware,
+        pool=app.state.pool,
+        body_seconds=settings.body_seconds,
+        min_rate=settings.min_bytes_per_second,
+        grace=settings.rate_grace_seconds,
+    )
+    app.add_middleware(
+        access.AuthMiddleware,
+        store=app.state.api_keys,
+        closed=frozenset() if settings.open_docs else access.docs_paths(app),
+    )
+    app.add_middleware(CancelledMiddleware)  # inside the metrics: its 503 is counted
     app.add_middleware(RequestLogMiddleware, metrics=metrics, pool=app.state.pool)
     return app

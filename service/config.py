@@ -115,44 +115,61 @@ class Settings:
                 profiles_path=path,
                 max_body_bytes=int(env.get("SDC_MAX_BODY_BYTES", cls.max_body_bytes)),
                 max_cells=int(env.get("SDC_MAX_CELLS", cls.max_cells)),
-                filter_max_cells=_at_least(int(env.get("SDC_FILTER_MAX_CELLS",
-                                                       cls.filter_max_cells)),
-                                           1, "SDC_FILTER_MAX_CELLS"),
-                filter_cells_per_minute=int(env.get("SDC_FILTER_CELLS_PER_MINUTE",
-                                                    cls.filter_cells_per_minute)),
+                filter_max_cells=_at_least(
+                    int(env.get("SDC_FILTER_MAX_CELLS", cls.filter_max_cells)),
+                    1,
+                    "SDC_FILTER_MAX_CELLS",
+                ),
+                filter_cells_per_minute=int(
+                    env.get("SDC_FILTER_CELLS_PER_MINUTE", cls.filter_cells_per_minute)
+                ),
                 max_solver_seconds=_positive(
                     float(env.get("SDC_MAX_SOLVER_SECONDS", cls.max_solver_seconds)),
-                    "SDC_MAX_SOLVER_SECONDS"),
+                    "SDC_MAX_SOLVER_SECONDS",
+                ),
                 log_level=env.get("SDC_LOG_LEVEL", cls.log_level),
                 api_keys_file=_key_file(env.get("SDC_API_KEYS_FILE"), env.get("SDC_HOST")),
-                worker_threads=_at_least(int(env.get("SDC_WORKER_THREADS", default_threads())),
-                                         1, "SDC_WORKER_THREADS"),
-                queue_depth=_at_least(int(env.get("SDC_QUEUE_DEPTH", cls.queue_depth)),
-                                      0, "SDC_QUEUE_DEPTH"),
+                worker_threads=_at_least(
+                    int(env.get("SDC_WORKER_THREADS", default_threads())), 1, "SDC_WORKER_THREADS"
+                ),
+                queue_depth=_at_least(
+                    int(env.get("SDC_QUEUE_DEPTH", cls.queue_depth)), 0, "SDC_QUEUE_DEPTH"
+                ),
                 shutdown_seconds=_positive(
                     float(env.get("SDC_SHUTDOWN_SECONDS", cls.shutdown_seconds)),
-                    "SDC_SHUTDOWN_SECONDS"),
-                body_seconds=_positive(float(env.get("SDC_BODY_SECONDS", cls.body_seconds)),
-                                       "SDC_BODY_SECONDS"),
+                    "SDC_SHUTDOWN_SECONDS",
+                ),
+                body_seconds=_positive(
+                    float(env.get("SDC_BODY_SECONDS", cls.body_seconds)), "SDC_BODY_SECONDS"
+                ),
                 min_bytes_per_second=_positive(
                     float(env.get("SDC_MIN_BYTES_PER_SECOND", cls.min_bytes_per_second)),
-                    "SDC_MIN_BYTES_PER_SECOND", "bytes per second"),
+                    "SDC_MIN_BYTES_PER_SECOND",
+                    "bytes per second",
+                ),
                 rate_grace_seconds=_positive(
                     float(env.get("SDC_RATE_GRACE_SECONDS", cls.rate_grace_seconds)),
-                    "SDC_RATE_GRACE_SECONDS"),
-                header_seconds=_positive(float(env.get("SDC_HEADER_SECONDS", cls.header_seconds)),
-                                         "SDC_HEADER_SECONDS"),
-                max_header_bytes=_at_least(int(env.get("SDC_MAX_HEADER_BYTES",
-                                                       cls.max_header_bytes)),
-                                           1024, "SDC_MAX_HEADER_BYTES"),
-                max_connections=_at_least(int(env.get("SDC_MAX_CONNECTIONS",
-                                                      cls.max_connections)),
-                                          1, "SDC_MAX_CONNECTIONS"),
+                    "SDC_RATE_GRACE_SECONDS",
+                ),
+                header_seconds=_positive(
+                    float(env.get("SDC_HEADER_SECONDS", cls.header_seconds)), "SDC_HEADER_SECONDS"
+                ),
+                max_header_bytes=_at_least(
+                    int(env.get("SDC_MAX_HEADER_BYTES", cls.max_header_bytes)),
+                    1024,
+                    "SDC_MAX_HEADER_BYTES",
+                ),
+                max_connections=_at_least(
+                    int(env.get("SDC_MAX_CONNECTIONS", cls.max_connections)),
+                    1,
+                    "SDC_MAX_CONNECTIONS",
+                ),
                 profiles=load_profiles(path) if path else {},
                 open_docs=_flag(env.get("SDC_OPEN_DOCS", "true"), "SDC_OPEN_DOCS"),
                 metrics_port=_metrics_port(env.get("SDC_METRICS_PORT")),
-                noise_secret=_noise_secret(env.get("SDC_NOISE_SECRET"),
-                                           env.get("SDC_NOISE_SECRET_FILE")),
+                noise_secret=_noise_secret(
+                    env.get("SDC_NOISE_SECRET"), env.get("SDC_NOISE_SECRET_FILE")
+                ),
             )
         except ValueError as exc:
             raise ConfigError(f"bad setting: {exc}") from exc
@@ -160,8 +177,7 @@ class Settings:
     def __post_init__(self) -> None:
         if self.filter_cells_per_minute < self.filter_max_cells:
             # A request of the largest size allowed must fit in a full bucket.
-            raise ConfigError("SDC_FILTER_CELLS_PER_MINUTE must be at least "
-                              "SDC_FILTER_MAX_CELLS")
+            raise ConfigError("SDC_FILTER_CELLS_PER_MINUTE must be at least SDC_FILTER_MAX_CELLS")
         if self.metrics_port is not None:
             if self.metrics_port == self.port:
                 raise ConfigError("SDC_METRICS_PORT must differ from SDC_PORT")
@@ -169,11 +185,15 @@ class Settings:
                 # Each worker process would bind the port, and each has its own metrics.
                 raise ConfigError("SDC_METRICS_PORT needs SDC_WORKERS=1")
         if self.noise_secret is None:
-            noisy = [name for name, p in self.profiles.items()
-                     if p.filter is not None and p.filter.statistical.approach == "noise"]
+            noisy = [
+                name
+                for name, p in self.profiles.items()
+                if p.filter is not None and p.filter.statistical.approach == "noise"
+            ]
             if noisy:
-                raise ConfigError(f"profiles {noisy} use the noise approach but "
-                                  "SDC_NOISE_SECRET is not set")
+                raise ConfigError(
+                    f"profiles {noisy} use the noise approach but SDC_NOISE_SECRET is not set"
+                )
 
 
 def default_threads() -> int:
@@ -183,8 +203,16 @@ def default_threads() -> int:
 
 
 def _flag(value: str, name: str) -> bool:
-    words = {"true": True, "1": True, "yes": True, "on": True,
-             "false": False, "0": False, "no": False, "off": False}
+    words = {
+        "true": True,
+        "1": True,
+        "yes": True,
+        "on": True,
+        "false": False,
+        "0": False,
+        "no": False,
+        "off": False,
+    }
     try:
         return words[value.strip().lower()]
     except KeyError:
@@ -220,9 +248,11 @@ def _key_file(path: str | None, host: str | None) -> Path | None:
     service is open to anyone who can reach it, so only loopback is allowed."""
     if not path:
         if host is not None and not is_loopback(host):
-            raise ConfigError(f"SDC_HOST={host} is not a loopback address and no API keys are "
-                              "configured: set SDC_API_KEYS_FILE (see python -m "
-                              "service.api_keys)")
+            raise ConfigError(
+                f"SDC_HOST={host} is not a loopback address and no API keys are "
+                "configured: set SDC_API_KEYS_FILE (see python -m "
+                "service.api_keys)"
+            )
         return None
     try:
         load_api_key_file(Path(path))
@@ -251,9 +281,11 @@ def _noise_secret(value: str | None, path: str | None) -> bytes | None:
     if not value:
         return None
     if len(value) < MIN_NOISE_SECRET or any(ch.isspace() for ch in value):
-        raise ConfigError(f"the noise secret must have at least {MIN_NOISE_SECRET} characters "
-                          "and no white space (e.g. python -c 'import secrets; "
-                          "print(secrets.token_urlsafe(32))')")
+        raise ConfigError(
+            f"the noise secret must have at least {MIN_NOISE_SECRET} characters "
+            "and no white space (e.g. python -c 'import secrets; "
+            "print(secrets.token_urlsafe(32))')"
+        )
     return value.encode("utf-8")
 
 
@@ -271,6 +303,8 @@ def load_profiles(path: Path) -> dict[str, Profile]:
         raise ConfigError(f"cannot read SDC_PROFILES file {path}: {exc.strerror}") from exc
     except ValidationError as exc:
         # Name the fields only: the values are confidential rule parameters.
-        where = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
-                          for e in exc.errors(include_input=False, include_url=False))
+        where = "; ".join(
+            f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
+            for e in exc.errors(include_input=False, include_url=False)
+        )
         raise ConfigError(f"invalid SDC_PROFILES file {path}: {where}") from None

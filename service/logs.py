@@ -6,8 +6,8 @@ and role of the caller; a 401 line carries the key id the request presented (onl
 well-formed id of an ``<id>.<secret>`` API key, never a secret:
 ``service.api_keys.presented_id``) and no role, so that an operator can tell a revoked key
 still in use from someone trying keys. Other records carry the request id of the request
-they happened in. Exceptions are logged by type and stack frames only: an exception's message can quote the
-input that caused it (a contribution, a respondent id).
+they happened in. Exceptions are logged by type and stack frames only: an exception's
+message can quote the input that caused it (a contribution, a respondent id).
 """
 
 from __future__ import annotations
@@ -20,12 +20,22 @@ import traceback
 import orjson
 
 #: The id of the request being served, for records logged while serving it.
-request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("sdc_request_id",
-                                                                        default=None)
+request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "sdc_request_id", default=None
+)
 ACCESS = logging.getLogger("sdc.access")
 #: Fields an access record carries (``extra`` of ``ACCESS.info``).
-ACCESS_FIELDS = ("request_id", "method", "route", "status", "duration_ms", "request_bytes",
-                 "reply_bytes", "key_id", "role")
+ACCESS_FIELDS = (
+    "request_id",
+    "method",
+    "route",
+    "status",
+    "duration_ms",
+    "request_bytes",
+    "reply_bytes",
+    "key_id",
+    "role",
+)
 
 
 def _stack(exc_info) -> dict:
@@ -65,8 +75,13 @@ def config(level: str = "info") -> dict:
         "version": 1,
         "disable_existing_loggers": False,
         "formatters": {"json": {"()": "service.logs.JSONFormatter"}},
-        "handlers": {"stdout": {"class": "logging.StreamHandler", "formatter": "json",
-                                "stream": "ext://sys.stdout"}},
+        "handlers": {
+            "stdout": {
+                "class": "logging.StreamHandler",
+                "formatter": "json",
+                "stream": "ext://sys.stdout",
+            }
+        },
         "loggers": {
             "sdc": {"handlers": ["stdout"], "level": level, "propagate": False},
             "uvicorn": {"handlers": ["stdout"], "level": level, "propagate": False},

@@ -5,8 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from prometheus_client import (CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector,
-                               start_http_server)
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    start_http_server,
+)
 from prometheus_client.core import CounterMetricFamily
 
 LATENCY_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60)
@@ -14,8 +20,15 @@ SOLVER_BUCKETS = (0.001, 0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
 #: How a solve ended, as the ``status`` label of ``sdc_solver_outcomes_total``.
 SOLVER_STATUSES = ("optimal", "time_limit", "infeasible", "error")
 #: Refused requests by HTTP status, as the ``reason`` label of ``sdc_rejected_requests_total``.
-REJECTION_REASONS = {401: "unauthorized", 403: "forbidden", 408: "timeout", 413: "too_large",
-                     422: "invalid", 429: "rate_limited", 503: "overloaded"}
+REJECTION_REASONS = {
+    401: "unauthorized",
+    403: "forbidden",
+    408: "timeout",
+    413: "too_large",
+    422: "invalid",
+    429: "rate_limited",
+    503: "overloaded",
+}
 
 
 class ApiKeyCells:
@@ -27,7 +40,7 @@ class ApiKeyCells:
     filter request."""
 
     def __init__(self, registry: CollectorRegistry):
-        self.counts: dict[str, list[int]] = {}   # key id: [admitted, refused]
+        self.counts: dict[str, list[int]] = {}  # key id: [admitted, refused]
         registry.register(self)
 
     def of(self, key_id: str) -> list[int]:
@@ -39,16 +52,19 @@ class ApiKeyCells:
 
     def collect(self):
         family = self._family()
-        for key_id, (admitted, refused) in list(self.counts.items()):   # a copy: atomic
+        for key_id, (admitted, refused) in list(self.counts.items()):  # a copy: atomic
             family.add_metric([key_id, "admitted"], admitted)
             family.add_metric([key_id, "refused"], refused)
         yield family
 
     @staticmethod
     def _family() -> CounterMetricFamily:
-        return CounterMetricFamily("sdc_filter_cells", "Cells sent by filter-role keys, by key "
-                                   "id and outcome (admitted, or refused by the key's budget)",
-                                   labels=["key_id", "outcome"])
+        return CounterMetricFamily(
+            "sdc_filter_cells",
+            "Cells sent by filter-role keys, by key "
+            "id and outcome (admitted, or refused by the key's budget)",
+            labels=["key_id", "outcome"],
+        )
 
 
 @dataclass(frozen=True)
@@ -71,38 +87,70 @@ class Metrics:
     @classmethod
     def create(cls) -> Metrics:
         registry = CollectorRegistry()
-        ProcessCollector(registry=registry)   # resident memory, CPU seconds, open files
+        ProcessCollector(registry=registry)  # resident memory, CPU seconds, open files
         return cls(
             registry=registry,
-            requests=Counter("sdc_http_requests", "HTTP requests by route, method and status",
-                             ["route", "method", "status"], registry=registry),
-            latency=Histogram("sdc_http_request_duration_seconds", "Request latency by route",
-                              ["route"], buckets=LATENCY_BUCKETS, registry=registry),
-            cells_evaluated=Counter("sdc_cells_evaluated", "Cells assessed for sensitivity",
-                                    registry=registry),
-            sensitive_cells=Counter("sdc_sensitive_cells", "Cells found sensitive",
-                                    registry=registry),
-            in_flight=Gauge("sdc_http_requests_in_flight", "HTTP requests being served",
-                            registry=registry),
-            rejected=Counter("sdc_rejected_requests", "Requests refused, by reason "
-                             "(unauthorized, forbidden, timeout, too_large, invalid, rate_limited, "
-                             "overloaded)",
-                             ["reason"], registry=registry),
-            pool_admitted=Gauge("sdc_pool_tasks", "Tasks running or queued in the compute pool",
-                                registry=registry),
-            pool_capacity=Gauge("sdc_pool_capacity", "Tasks the compute pool admits (threads "
-                                "+ queue); sdc_pool_tasks / sdc_pool_capacity is saturation",
-                                registry=registry),
-            pool_threads=Gauge("sdc_pool_threads", "Worker threads of the compute pool",
-                               registry=registry),
-            solver_seconds=Histogram("sdc_solver_seconds", "Wall time of solver runs by method",
-                                     ["method"], buckets=SOLVER_BUCKETS, registry=registry),
-            solver_outcomes=Counter("sdc_solver_outcomes", "Solver runs by method and how they "
-                                    "ended (optimal, time_limit, infeasible, error)",
-                                    ["method", "status"], registry=registry),
-            filter_decisions=Counter("sdc_filter_decisions", "Online filter answers by "
-                                     "decision (publish, suppress, refuse)", ["decision"],
-                                     registry=registry),
+            requests=Counter(
+                "sdc_http_requests",
+                "HTTP requests by route, method and status",
+                ["route", "method", "status"],
+                registry=registry,
+            ),
+            latency=Histogram(
+                "sdc_http_request_duration_seconds",
+                "Request latency by route",
+                ["route"],
+                buckets=LATENCY_BUCKETS,
+                registry=registry,
+            ),
+            cells_evaluated=Counter(
+                "sdc_cells_evaluated", "Cells assessed for sensitivity", registry=registry
+            ),
+            sensitive_cells=Counter(
+                "sdc_sensitive_cells", "Cells found sensitive", registry=registry
+            ),
+            in_flight=Gauge(
+                "sdc_http_requests_in_flight", "HTTP requests being served", registry=registry
+            ),
+            rejected=Counter(
+                "sdc_rejected_requests",
+                "Requests refused, by reason "
+                "(unauthorized, forbidden, timeout, too_large, invalid, rate_limited, "
+                "overloaded)",
+                ["reason"],
+                registry=registry,
+            ),
+            pool_admitted=Gauge(
+                "sdc_pool_tasks", "Tasks running or queued in the compute pool", registry=registry
+            ),
+            pool_capacity=Gauge(
+                "sdc_pool_capacity",
+                "Tasks the compute pool admits (threads "
+                "+ queue); sdc_pool_tasks / sdc_pool_capacity is saturation",
+                registry=registry,
+            ),
+            pool_threads=Gauge(
+                "sdc_pool_threads", "Worker threads of the compute pool", registry=registry
+            ),
+            solver_seconds=Histogram(
+                "sdc_solver_seconds",
+                "Wall time of solver runs by method",
+                ["method"],
+                buckets=SOLVER_BUCKETS,
+                registry=registry,
+            ),
+            solver_outcomes=Counter(
+                "sdc_solver_outcomes",
+                "Solver runs by method and how they ended (optimal, time_limit, infeasible, error)",
+                ["method", "status"],
+                registry=registry,
+            ),
+            filter_decisions=Counter(
+                "sdc_filter_decisions",
+                "Online filter answers by decision (publish, suppress, refuse)",
+                ["decision"],
+                registry=registry,
+            ),
             filter_cells=ApiKeyCells(registry),
         )
 

@@ -54,7 +54,8 @@ class RequestLogMiddleware:
         if series is None:
             series = self._series[route, method, status] = (
                 self.metrics.requests.labels(route, method, str(status)),
-                self.metrics.latency.labels(route))
+                self.metrics.latency.labels(route),
+            )
         series[0].inc()
         series[1].observe(seconds)
 
@@ -70,7 +71,7 @@ class RequestLogMiddleware:
         compute_pool.current_pool.set(self.pool)
         compute_pool.inline_allowed.set(scope["path"] in compute_pool.INLINE_ROUTES)
         status = 500
-        sizes = [0, 0]   # request bytes, reply bytes
+        sizes = [0, 0]  # request bytes, reply bytes
         header = (b"x-request-id", rid.encode())
 
         async def counting_receive():
@@ -102,11 +103,21 @@ class RequestLogMiddleware:
             if reason is not None:
                 self.metrics.rejected.labels(reason).inc()
             caller = scope.get("state", {}).get("caller")
-            logs.ACCESS.log(40 if status >= 500 else 20, "request", extra={
-                "request_id": rid, "method": method, "route": label, "status": status,
-                "duration_ms": round(elapsed * 1000, 3), "request_bytes": sizes[0],
-                "reply_bytes": sizes[1], "key_id": getattr(caller, "key_id", None),
-                "role": getattr(caller, "role", None)})
+            logs.ACCESS.log(
+                40 if status >= 500 else 20,
+                "request",
+                extra={
+                    "request_id": rid,
+                    "method": method,
+                    "route": label,
+                    "status": status,
+                    "duration_ms": round(elapsed * 1000, 3),
+                    "request_bytes": sizes[0],
+                    "reply_bytes": sizes[1],
+                    "key_id": getattr(caller, "key_id", None),
+                    "role": getattr(caller, "role", None),
+                },
+            )
 
 
 class AdmissionMiddleware:
@@ -117,8 +128,14 @@ class AdmissionMiddleware:
     large requests before it is read (see :mod:`service.api.compute_pool`): 503 with
     Retry-After when they are taken."""
 
-    def __init__(self, app, pool: compute_pool.ComputePool, body_seconds: float = 30.0,
-                 min_rate: float = 32768, grace: float = 5.0):
+    def __init__(
+        self,
+        app,
+        pool: compute_pool.ComputePool,
+        body_seconds: float = 30.0,
+        min_rate: float = 32768,
+        grace: float = 5.0,
+    ):
         self.app = app
         self.pool = pool
         self.body_seconds = body_seconds
@@ -131,8 +148,7 @@ class AdmissionMiddleware:
             return
         large = scope["path"].startswith("/v1/") and _large(scope)
         if large and not self.pool.admit_request():
-            refusal = (compute_pool.ShuttingDown() if self.pool.draining
-                       else compute_pool.PoolFull())
+            refusal = compute_pool.ShuttingDown() if self.pool.draining else compute_pool.PoolFull()
             await send_error(send, 503, refusal.detail, headers=refusal.headers)
             return
         try:
@@ -166,10 +182,13 @@ class AdmissionMiddleware:
                     message = await receive()
             except TimeoutError:
                 # Passes FastAPI's body reader to the error handler, like BodyTooLarge.
-                raise HTTPException(408, (
-                    f"the request body arrived slower than {self.min_rate:g} bytes per second"
-                    if by_rate < start + self.body_seconds else
-                    f"the request body did not arrive within {self.body_seconds:g} seconds")
+                raise HTTPException(
+                    408,
+                    (
+                        f"the request body arrived slower than {self.min_rate:g} bytes per second"
+                        if by_rate < start + self.body_seconds
+                        else f"the request body did not arrive within {self.body_seconds:g} seconds"
+                    ),
                 ) from None
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
@@ -194,7 +213,7 @@ def _large(scope) -> bool:
     for name, value in scope["headers"]:
         if name == b"content-length":
             return not value.isdigit() or int(value) > compute_pool.LARGE_BODY_BYTES
-    return scope["method"] not in ("GET", "HEAD")   # streamed: size unknown
+    return scope["method"] not in ("GET", "HEAD")  # streamed: size unknown
 
 
 class BodyLimitMiddleware:
@@ -209,10 +228,9 @@ class BodyLimitMiddleware:
             await self.app(scope, receive, send)
             return
         for name, value in scope["headers"]:
-            if name == b"content-length":
-                if not value.isdigit() or int(value) > self.max_bytes:
-                    await send_error(send, 413, self._message)
-                    return
+            if name == b"content-length" and (not value.isdigit() or int(value) > self.max_bytes):
+                await send_error(send, 413, self._message)
+                return
         received = 0
         responded = False
 
@@ -285,8 +303,12 @@ class CancelledMiddleware:
 def error_body(status: int, message: str) -> bytes:
     """The JSON body of an error reply in the service's usual shape, for replies written
     outside the app's error handlers (ASGI middleware, the connection protocol)."""
-    return orjson.dumps({"error": REASONS.get(status, "error"), "detail": [
-        {"field": None, "cell": None, "key": None, "message": message}]})
+    return orjson.dumps(
+        {
+            "error": REASONS.get(status, "error"),
+            "detail": [{"field": None, "cell": None, "key": None, "message": message}],
+        }
+    )
 
 
 async def send_error(send, status: int, message: str, headers: dict | None = None) -> None:

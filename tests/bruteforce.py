@@ -29,8 +29,14 @@ from collections import defaultdict
 from decimal import Decimal
 from fractions import Fraction
 
-__all__ = ["grid_relations", "grid_cell", "enumerate_sensitive", "in_row_space",
-           "is_sensitive", "any_sensitive"]
+__all__ = [
+    "grid_relations",
+    "grid_cell",
+    "enumerate_sensitive",
+    "in_row_space",
+    "is_sensitive",
+    "any_sensitive",
+]
 
 LIMIT = 10**6
 
@@ -52,7 +58,7 @@ def _exact(x, *, limit: bool = False) -> int | Fraction:
 
 
 def _matrix(a) -> list[list[int | Fraction]]:
-    if hasattr(a, "toarray"):          # scipy.sparse
+    if hasattr(a, "toarray"):  # scipy.sparse
         a = a.toarray()
     return [[_exact(v) for v in row] for row in a]
 
@@ -64,8 +70,11 @@ def _absolute(contributions) -> list[list[tuple[object, int | Fraction]]]:
 
 def _free_cells(suppressed, derived) -> list[int]:
     """Indices of suppressed cells that are not derived (the set S of seed 002 sec. 3)."""
-    if getattr(derived, "dtype", None) is not None and derived.dtype.kind == "b" or (
-            len(derived) and all(isinstance(d, bool) for d in derived)):    # a mask
+    if (
+        getattr(derived, "dtype", None) is not None
+        and derived.dtype.kind == "b"
+        or (len(derived) and all(isinstance(d, bool) for d in derived))
+    ):  # a mask
         derived = [i for i, d in enumerate(derived) if d]
     derived = {int(i) for i in derived}
     return [j for j, s in enumerate(suppressed) if s and j not in derived]
@@ -128,10 +137,9 @@ def grid_relations(r: int, c: int) -> list[list[int]]:
         row[total] = -1
         return row
 
-    return ([relation([grid_cell(i, j, c) for j in range(c)], grid_cell(i, c, c))
-             for i in range(r + 1)]
-            + [relation([grid_cell(i, j, c) for i in range(r)], grid_cell(r, j, c))
-               for j in range(c + 1)])
+    return [
+        relation([grid_cell(i, j, c) for j in range(c)], grid_cell(i, c, c)) for i in range(r + 1)
+    ] + [relation([grid_cell(i, j, c) for i in range(r)], grid_cell(r, j, c)) for j in range(c + 1)]
 
 
 def _to_atoms(lam, atoms):
@@ -150,7 +158,8 @@ def is_sensitive(lam, contributions, rule, counts=None, atoms=None) -> tuple[boo
     """Judge one aggregation exactly (seed 002 sections 3 and 5).
 
     ``lam``: coefficients on the suppressed cells (dict cell->coef or a sequence over all
-    cells; floats become ``Fraction(x).limit_denominator(10**6)``). ``contributions[i]``: list of ``(respondent_id, amount)`` of cell ``i``; the
+    cells; floats become ``Fraction(x).limit_denominator(10**6)``). ``contributions[i]``:
+    list of ``(respondent_id, amount)`` of cell ``i``; the
     same id in several cells is one respondent (a holding, seed 002 sec. 5). Absolute
     contribution ``X^r = sum_i |lam_i| |x_i^r|``; ``X^[1] >= X^[2] >= ...`` are the
     nonzero ones sorted, ``T = sum_r X^r`` (missing ``X^[2]`` counts as 0).
@@ -194,15 +203,23 @@ def _judge(lam, absolute, rule, counts):
     x1, x2 = (xs + [0, 0])[:2]
     p = Fraction(_exact(rule[1]))
     ratio = 100 / p if kind == "p_percent" else _exact(rule[2]) / p
-    measure = x1 - ratio * (total - x1 - x2)          # a Fraction
+    measure = x1 - ratio * (total - x1 - x2)  # a Fraction
     if kind == "p_percent":
         return measure > 0, measure
     return total > 0 and measure >= 0, measure
 
 
-def enumerate_sensitive(a, suppressed, contributions, rule, *, derived=(), counts=None,
-                        max_relations: int = 10, atoms=None
-                        ) -> list[tuple[dict[int, Fraction], object]]:
+def enumerate_sensitive(
+    a,
+    suppressed,
+    contributions,
+    rule,
+    *,
+    derived=(),
+    counts=None,
+    max_relations: int = 10,
+    atoms=None,
+) -> list[tuple[dict[int, Fraction], object]]:
     """All sensitive aggregations with ``mu`` in ``{-1, 0, 1}^K`` (seed 002 secs. 3, 5).
 
     ``a``: relations (rows) x cells, ``a x = 0``; ``suppressed``: boolean mask over cells;
@@ -220,18 +237,17 @@ def enumerate_sensitive(a, suppressed, contributions, rule, *, derived=(), count
     """
     free = _free_cells(suppressed, derived)
     # each relation touching S, as its nonzero (cell, coefficient) pairs on S
-    touching = [pairs for row in _matrix(a)
-                if (pairs := [(j, row[j]) for j in free if row[j]])]
+    touching = [pairs for row in _matrix(a) if (pairs := [(j, row[j]) for j in free if row[j]])]
     if len(touching) > max_relations:
         raise ValueError(f"{len(touching)} relations > max_relations={max_relations}")
     absolute = _absolute(contributions)
     seen, out = set(), []
     for mu in itertools.product((0, 1, -1), repeat=len(touching)):
-        if next((m for m in mu if m), 1) < 0:        # -mu gives the same |lam|
+        if next((m for m in mu if m), 1) < 0:  # -mu gives the same |lam|
             continue
         lam = defaultdict(int)
         for m, pairs in zip(mu, touching):
-            for j, coef in (pairs if m else ()):
+            for j, coef in pairs if m else ():
                 lam[j] += m * coef
         lam = {j: v for j, v in lam.items() if v}
         phi = _to_atoms(lam, atoms)
@@ -247,12 +263,22 @@ def enumerate_sensitive(a, suppressed, contributions, rule, *, derived=(), count
     return out
 
 
-def any_sensitive(a, suppressed, contributions, rule, *, derived=(), counts=None,
-                  max_relations: int = 10) -> bool:
+def any_sensitive(
+    a, suppressed, contributions, rule, *, derived=(), counts=None, max_relations: int = 10
+) -> bool:
     """``bool(enumerate_sensitive(...))``: is the table unsafe by Operational criterion 2
     (seed 002 sec. 4) among the +-1 aggregations (seed 002 secs. 3 and 5)?"""
-    return bool(enumerate_sensitive(a, suppressed, contributions, rule, derived=derived,
-                                    counts=counts, max_relations=max_relations))
+    return bool(
+        enumerate_sensitive(
+            a,
+            suppressed,
+            contributions,
+            rule,
+            derived=derived,
+            counts=counts,
+            max_relations=max_relations,
+        )
+    )
 
 
 def in_row_space(a, suppressed, lam, *, derived=()) -> bool:

@@ -13,8 +13,18 @@ ANALYST_KEY = "methods.analyst-secret-9876543210"
 
 def write_keys(path, *entries):
     """Write an API key file at ``path`` of ``(key, role, hash method)`` entries."""
-    path.write_text(json.dumps({"keys": [
-        {"id": key.partition(".")[0], "role": role,
-         "hash": api_keys.hash_key(key, method=method)}
-        for key, role, method in entries]}))
+    path.write_text(
+        json.dumps(
+            {
+                "keys": [
+                    {
+                        "id": key.partition(".")[0],
+                        "role": role,
+                        "hash": api_keys.hash_key(key, method=method),
+                    }
+                    for key, role, method in entries
+                ]
+            }
+        )
+    )
     return path

@@ -41,5 +41,8 @@ def client(make_client) -> TestClient:
 def key_file(tmp_path):
     """An API key file with ``FILTER_KEY`` and ``ANALYST_KEY`` (:mod:`tests.callers`), one
     entry in each hash format in force: both verify."""
-    return write_keys(tmp_path / "keys.json", (FILTER_KEY, "filter", "hmac-sha256"),
-                      (ANALYST_KEY, "analyst", "sha256"))
+    return write_keys(
+        tmp_path / "keys.json",
+        (FILTER_KEY, "filter", "hmac-sha256"),
+        (ANALYST_KEY, "analyst", "sha256"),
+    )

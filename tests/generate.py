@@ -106,15 +106,26 @@ class GeneratedTable:
     def magnitudes(self, depth: int = 2) -> magnitudes.Magnitudes:
         """Every cell's ordered magnitudes (holdings summed within a cell)."""
         c = self.contributions
-        return magnitudes.from_contributions(self.n_cells, c.cell, c.value, holding=c.holding,
-                                             depth=depth)
+        return magnitudes.from_contributions(
+            self.n_cells, c.cell, c.value, holding=c.holding, depth=depth
+        )
 
 
-def generate(shape: Sequence[int], *, groups: Sequence[int | None] | None = None,
-             seed: int = 0, empty_share: float = 0.1, singleton_share: float = 0.05,
-             pair_share: float = 0.05, mean_contributors: float = 10.0,
-             distribution: str = "lognormal", sigma: float = 1.0, alpha: float = 1.2,
-             scale: float = 1000.0, shared_share: float = 0.0) -> GeneratedTable:
+def generate(
+    shape: Sequence[int],
+    *,
+    groups: Sequence[int | None] | None = None,
+    seed: int = 0,
+    empty_share: float = 0.1,
+    singleton_share: float = 0.05,
+    pair_share: float = 0.05,
+    mean_contributors: float = 10.0,
+    distribution: str = "lognormal",
+    sigma: float = 1.0,
+    alpha: float = 1.2,
+    scale: float = 1000.0,
+    shared_share: float = 0.0,
+) -> GeneratedTable:
     """Generate a random magnitude table (module docstring for the model).
 
     Parameters
@@ -146,8 +157,9 @@ def generate(shape: Sequence[int], *, groups: Sequence[int | None] | None = None
     """
     shares = np.array([empty_share, singleton_share, pair_share], dtype=float)
     if (shares < 0).any() or shares.sum() > 1:
-        raise ValueError("empty_share, singleton_share and pair_share must be >= 0 and sum "
-                         "to at most 1")
+        raise ValueError(
+            "empty_share, singleton_share and pair_share must be >= 0 and sum to at most 1"
+        )
     if mean_contributors < 3:
         raise ValueError("mean_contributors must be >= 3")
     if distribution not in DISTRIBUTIONS:
@@ -161,11 +173,11 @@ def generate(shape: Sequence[int], *, groups: Sequence[int | None] | None = None
     table = Table([dimension(n, k, g) for n, k, g in zip(names, shape, groups)])
 
     rng = np.random.default_rng(seed)
-    leaves = np.flatnonzero(table.is_leaf)          # leaf cells in cell order
+    leaves = np.flatnonzero(table.is_leaf)  # leaf cells in cell order
     n_leaves = leaves.size
     kind = rng.choice(4, size=n_leaves, p=np.append(shares, 1.0 - shares.sum()))
     many = 3 + rng.poisson(mean_contributors - 3.0, size=n_leaves)
-    sizes = np.where(kind == 3, many, kind)          # kinds 0, 1, 2 are 0, 1, 2 contributors
+    sizes = np.where(kind == 3, many, kind)  # kinds 0, 1, 2 are 0, 1, 2 contributors
     leaf_of = np.repeat(np.arange(n_leaves), sizes)  # leaf position of each contribution
     u = leaf_of.size
     if distribution == "lognormal":
@@ -193,17 +205,18 @@ def generate(shape: Sequence[int], *, groups: Sequence[int | None] | None = None
     offset = np.arange(per.sum()) - np.repeat(np.cumsum(per) - per, per)
     cell = agg.indices[agg.indptr[leaf_of][src] + offset].astype(np.int64)
     order = np.lexsort((src, cell))
-    contributions = Contributions(cell=cell[order], value=amount[src][order],
-                                  holding=holding[src][order])
+    contributions = Contributions(
+        cell=cell[order], value=amount[src][order], holding=holding[src][order]
+    )
 
-    values = np.bincount(contributions.cell, weights=contributions.value,
-                         minlength=table.n_cells)
-    pairs = np.unique(contributions.cell * (holding.max(initial=0) + 1)
-                      + contributions.holding)
-    counts = np.bincount(pairs // (holding.max(initial=0) + 1),
-                         minlength=table.n_cells).astype(float)
-    return GeneratedTable(table, contributions, values, counts, leaves[leaf_of], amount,
-                          holding, seed)
+    values = np.bincount(contributions.cell, weights=contributions.value, minlength=table.n_cells)
+    pairs = np.unique(contributions.cell * (holding.max(initial=0) + 1) + contributions.holding)
+    counts = np.bincount(pairs // (holding.max(initial=0) + 1), minlength=table.n_cells).astype(
+        float
+    )
+    return GeneratedTable(
+        table, contributions, values, counts, leaves[leaf_of], amount, holding, seed
+    )
 
 
 #: The benchmark sizes of issue 4: name -> keyword arguments of :func:`generate`.
@@ -230,8 +243,11 @@ def preset(name: str, seed: int = 0, **overrides) -> GeneratedTable:
 # --------------------------------------------------------------------------- online filter
 
 #: A query of the online filter (``/v1/filter``) that passes its query stage.
-FILTER_QUERY = {"variables": ["industry", "county"], "population": 500000,
-                "area_population": {"county": 45000}}
+FILTER_QUERY = {
+    "variables": ["industry", "county"],
+    "population": 500000,
+    "area_population": {"county": 45000},
+}
 
 
 def filter_answer(n_cells: int, seed: int, form: str = "microdata") -> list[dict]:
@@ -248,10 +264,20 @@ def filter_answer(n_cells: int, seed: int, form: str = "microdata") -> list[dict
         respondents = [f"est-{i}-{j}" for j in range(len(values))]
         holdings = [f"ent-{i}-{j // 2}" for j in range(len(values))]
         if form == "microdata":
-            cells.append({"key": key, "microdata": {"value": values, "respondent": respondents,
-                                                    "holding": holdings}})
+            cells.append(
+                {
+                    "key": key,
+                    "microdata": {"value": values, "respondent": respondents, "holding": holdings},
+                }
+            )
         else:
-            cells.append({"key": key, "contributions": [
-                {"value": v, "respondent": r, "holding": h}
-                for v, r, h in zip(values, respondents, holdings)]})
+            cells.append(
+                {
+                    "key": key,
+                    "contributions": [
+                        {"value": v, "respondent": r, "holding": h}
+                        for v, r, h in zip(values, respondents, holdings)
+                    ],
+                }
+            )
     return cells

@@ -16,9 +16,16 @@ from service.sdc.audit import (
 from service.sdc.errors import InputError
 
 
-def feasibility_intervals_naive(relations, values, suppressed, lower_bounds=0.0,
-                                upper_bounds=np.inf, *, time_limit: float = 60.0,
-                                cells=None) -> FeasibilityIntervals:
+def feasibility_intervals_naive(
+    relations,
+    values,
+    suppressed,
+    lower_bounds=0.0,
+    upper_bounds=np.inf,
+    *,
+    time_limit: float = 60.0,
+    cells=None,
+) -> FeasibilityIntervals:
     """Baseline of :func:`feasibility_intervals`: a fresh full LP for every bound.
 
     Same problem (seed 000, "Secondary tabular data protection methods", Example 3; seed
@@ -52,15 +59,17 @@ def feasibility_intervals_naive(relations, values, suppressed, lower_bounds=0.0,
 
     def result(status, message, n_lp):
         certified = ~np.isnan(lower) & ~np.isnan(upper)
-        return FeasibilityIntervals(cells, lower, upper, certified, status, message, n_lp,
-                                    time.perf_counter() - start)
+        return FeasibilityIntervals(
+            cells, lower, upper, certified, status, message, n_lp, time.perf_counter() - start
+        )
 
     if (why := _published_contradiction(p)) is not None:
         lower[:] = upper[:] = np.nan
         return result("infeasible", why, 0)
     n = p.a.shape[1]
-    bounds = np.column_stack([np.where(p.suppressed, p.lower, p.values),
-                              np.where(p.suppressed, p.upper, p.values)])
+    bounds = np.column_stack(
+        [np.where(p.suppressed, p.lower, p.values), np.where(p.suppressed, p.upper, p.values)]
+    )
     b_eq = np.zeros(p.a.shape[0])
     n_lp = 0
     for i, j in enumerate(cells):
@@ -70,8 +79,14 @@ def feasibility_intervals_naive(relations, values, suppressed, lower_bounds=0.0,
                 return result("time_limit", "time limit reached", n_lp)
             c = np.zeros(n)
             c[j] = sense
-            res = linprog(c, A_eq=p.a, b_eq=b_eq, bounds=bounds, method="highs",
-                          options={"time_limit": remaining})
+            res = linprog(
+                c,
+                A_eq=p.a,
+                b_eq=b_eq,
+                bounds=bounds,
+                method="highs",
+                options={"time_limit": remaining},
+            )
             n_lp += 1
             if res.status == 0:
                 out[i] = sense * res.fun
@@ -99,8 +114,9 @@ def brute_force(relations, values, suppressed, lower=0.0, upper=np.inf) -> np.nd
         for sense in (1.0, -1.0):
             c = np.zeros(n)
             c[j] = sense
-            res = linprog(c, A_eq=a, b_eq=np.zeros(len(a)), bounds=np.column_stack([lo, hi]),
-                          method="highs")
+            res = linprog(
+                c, A_eq=a, b_eq=np.zeros(len(a)), bounds=np.column_stack([lo, hi]), method="highs"
+            )
             assert res.status in (0, 3), res.message
             pair.append(sense * res.fun if res.status == 0 else -sense * np.inf)
         out.append(pair)

@@ -62,7 +62,7 @@ class Server:
             pid = pending.pop()
             with contextlib.suppress(OSError):
                 fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-                total += (int(fields[11]) + int(fields[12])) / ticks   # utime, stime
+                total += (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
                 for task in Path(f"/proc/{pid}/task").iterdir():
                     pending += [int(c) for c in (task / "children").read_text().split()]
         return total
@@ -73,10 +73,17 @@ def server(env: dict | None = None, workers: int = 1):
     """Start ``sdc-service`` on a free loopback port; yield it as a :class:`Server`; stop
     it."""
     port = free_port()
-    full_env = {**os.environ, "SDC_HOST": "127.0.0.1", "SDC_PORT": str(port),
-                "SDC_WORKERS": str(workers), "SDC_LOG_LEVEL": "warning", **(env or {})}
-    proc = subprocess.Popen([sys.executable, "-m", "service"], cwd=ROOT, env=full_env,
-                            stdout=subprocess.DEVNULL)
+    full_env = {
+        **os.environ,
+        "SDC_HOST": "127.0.0.1",
+        "SDC_PORT": str(port),
+        "SDC_WORKERS": str(workers),
+        "SDC_LOG_LEVEL": "warning",
+        **(env or {}),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "service"], cwd=ROOT, env=full_env, stdout=subprocess.DEVNULL
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         wait_up(url, proc)
@@ -91,8 +98,7 @@ def served(app, settings: Settings):
     """``app`` behind uvicorn with the service's options (:func:`server_options`) on a free
     loopback port, in a thread; yields the uvicorn ``Server`` and the port, then stops it
     (as SIGTERM would: ``should_exit``)."""
-    options = {**server_options(settings), "host": "127.0.0.1", "port": free_port(),
-               "workers": 1}
+    options = {**server_options(settings), "host": "127.0.0.1", "port": free_port(), "workers": 1}
     server = uvicorn.Server(uvicorn.Config(app, log_config=None, **options))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

@@ -17,11 +17,25 @@ from service.config import ConfigError, Settings
 from tests.callers import ANALYST_KEY, FILTER_KEY, write_keys
 from tests.servers import free_port
 
-BODY = {"cells": [{"key": ["Mining", "North"], "contributions": [
-    {"value": 50000, "holding": "A"}, {"value": 49000, "holding": "B"}, {"value": 1000}]},
-    {"key": ["Mining", "South"], "summary": {"total": 110000, "count": 3,
-                                             "largest": [52000, 50000]}}],
-    "rules": {"rules": [{"type": "p_percent", "p": 10}, {"type": "dominance", "n": 1, "k": 90}]}}
+BODY = {
+    "cells": [
+        {
+            "key": ["Mining", "North"],
+            "contributions": [
+                {"value": 50000, "holding": "A"},
+                {"value": 49000, "holding": "B"},
+                {"value": 1000},
+            ],
+        },
+        {
+            "key": ["Mining", "South"],
+            "summary": {"total": 110000, "count": 3, "largest": [52000, 50000]},
+        },
+    ],
+    "rules": {"rules": [{"type": "p_percent", "p": 10}, {"type": "dominance", "n": 1, "k": 90}]},
+}
+
+
 @pytest.fixture
 def secured(make_client, key_file):
     return make_client(api_keys_file=key_file)
@@ -35,19 +49,24 @@ def test_without_a_key_401_with_challenge(secured):
     assert "API key" in r.json()["detail"][0]["message"]
 
 
-@pytest.mark.parametrize("headers", [
-    {"X-API-Key": "portal.wrong-secret"},            # known id, wrong secret
-    {"X-API-Key": "nobody.filter-secret-0123456789"},  # unknown id
-    {"X-API-Key": "portal"},                         # no secret at all
-    {"Authorization": "Basic " + FILTER_KEY},        # not a bearer token
-    {"Authorization": "Bearer " + FILTER_KEY + "x"},
-])
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"X-API-Key": "portal.wrong-secret"},  # known id, wrong secret
+        {"X-API-Key": "nobody.filter-secret-0123456789"},  # unknown id
+        {"X-API-Key": "portal"},  # no secret at all
+        {"Authorization": "Basic " + FILTER_KEY},  # not a bearer token
+        {"Authorization": "Bearer " + FILTER_KEY + "x"},
+    ],
+)
 def test_wrong_keys_401(secured, headers):
     assert secured.post("/v1/sensitivity", json=BODY, headers=headers).status_code == 401
 
 
 def test_401_comes_before_the_body_is_read(secured):
-    r = secured.post("/v1/sensitivity", content=b"{not json", headers={"content-type": "application/json"})
+    r = secured.post(
+        "/v1/sensitivity", content=b"{not json", headers={"content-type": "application/json"}
+    )
     assert r.status_code == 401
 
 
@@ -56,15 +75,27 @@ def test_filter_role_gets_decisions_only(secured):
     assert r.status_code == 200
     assert r.json()["cells"] == [
         {"key": ["Mining", "North"], "status": "unsafe", "sensitive": True},
-        {"key": ["Mining", "South"], "status": "safe", "sensitive": False}]
+        {"key": ["Mining", "South"], "status": "safe", "sensitive": False},
+    ]
     # No rule labels, parameters, measures, protection levels, totals or counts anywhere.
-    for word in ("p_percent", "dominance", "measures", "protection", "total", "count", "fired",
-                 "100000", "4000"):
+    for word in (
+        "p_percent",
+        "dominance",
+        "measures",
+        "protection",
+        "total",
+        "count",
+        "fired",
+        "100000",
+        "4000",
+    ):
         assert word not in r.text.replace('"cells":2', "")
 
 
 def test_analyst_role_gets_diagnostics(secured):
-    r = secured.post("/v1/sensitivity", json=BODY, headers={"Authorization": f"Bearer {ANALYST_KEY}"})
+    r = secured.post(
+        "/v1/sensitivity", json=BODY, headers={"Authorization": f"Bearer {ANALYST_KEY}"}
+    )
     assert r.status_code == 200
     first = r.json()["cells"][0]
     assert first["fired"] == ["p_percent(p=10,c=1)"]
@@ -74,8 +105,10 @@ def test_analyst_role_gets_diagnostics(secured):
 
 def test_conversions_are_for_analysts(secured):
     body = {"rule": {"type": "dominance", "n": 2, "k": 80}}
-    assert secured.post("/v1/conversions", json=body,
-                        headers={"X-API-Key": FILTER_KEY}).status_code == 403
+    assert (
+        secured.post("/v1/conversions", json=body, headers={"X-API-Key": FILTER_KEY}).status_code
+        == 403
+    )
     r = secured.post("/v1/conversions", json=body, headers={"X-API-Key": ANALYST_KEY})
     assert r.status_code == 200
     assert r.json()["equivalents"][0]["rule"] == {"type": "p_percent", "p": 25.0, "c": 1}
@@ -101,8 +134,10 @@ def test_closed_docs_need_a_key_of_any_role(make_client, key_file):
     assert secured.post("/v1/sensitivity", json=BODY).status_code == 401
 
 
-@pytest.mark.parametrize("value, expected", [("true", True), ("1", True), ("On", True),
-                                             ("false", False), ("0", False), ("no", False)])
+@pytest.mark.parametrize(
+    "value, expected",
+    [("true", True), ("1", True), ("On", True), ("false", False), ("0", False), ("no", False)],
+)
 def test_open_docs_setting(value, expected):
     assert Settings.from_env({"SDC_OPEN_DOCS": value}).open_docs is expected
     assert Settings.from_env({}).open_docs is True
@@ -129,14 +164,20 @@ def test_metrics_on_their_own_port_only(make_client, key_file):
     port = free_port()
     url = f"http://127.0.0.1:{port}/metrics"
     with make_client(api_keys_file=key_file, metrics_port=port) as secured:
-        assert secured.post("/v1/sensitivity", json=BODY,
-                            headers={"X-API-Key": FILTER_KEY}).status_code == 200
+        assert (
+            secured.post(
+                "/v1/sensitivity", json=BODY, headers={"X-API-Key": FILTER_KEY}
+            ).status_code
+            == 200
+        )
         r = secured.get("/metrics")
         assert r.status_code == 404 and b"sdc_http_requests_total" not in r.content
         with urllib.request.urlopen(url, timeout=5) as reply:
             text = reply.read().decode()
-        assert 'sdc_http_requests_total{method="POST",route="/v1/sensitivity",status="200"} 1.0' \
+        assert (
+            'sdc_http_requests_total{method="POST",route="/v1/sensitivity",status="200"} 1.0'
             in text
+        )
     # Stopped with the app: the port is free again.
     with pytest.raises(urllib.error.URLError):
         urllib.request.urlopen(url, timeout=2)
@@ -145,8 +186,11 @@ def test_metrics_on_their_own_port_only(make_client, key_file):
 def test_every_v1_route_requires_a_key(secured):
     """Guard for routes added later: each /v1 route answers 401 without a key and knows
     its caller (``Depends(current_caller)``, directly or through another dependency)."""
-    routes = [r for r in iter_route_contexts(secured.app.routes)
-              if isinstance(r.original_route, APIRoute) and r.path.startswith("/v1")]
+    routes = [
+        r
+        for r in iter_route_contexts(secured.app.routes)
+        if isinstance(r.original_route, APIRoute) and r.path.startswith("/v1")
+    ]
     assert {"/v1/sensitivity", "/v1/conversions"} <= {r.path for r in routes}
     for route in routes:
         for method in route.methods:
@@ -183,12 +227,21 @@ def test_without_keys_everyone_is_analyst(client):
 def test_keys_rotate_without_restart(secured, key_file, monkeypatch):
     monkeypatch.setattr(api_keys, "RELOAD_INTERVAL", 0.0)
     new_key = "portal2.rotated-secret-abcdef"
-    assert secured.post("/v1/sensitivity", json=BODY, headers={"X-API-Key": FILTER_KEY}).status_code == 200
+    assert (
+        secured.post("/v1/sensitivity", json=BODY, headers={"X-API-Key": FILTER_KEY}).status_code
+        == 200
+    )
     time.sleep(0.01)
     write_keys(key_file, (new_key, "filter", "sha256"), (ANALYST_KEY, "analyst", "sha256"))
     # The verified old key is forgotten with the file it came from.
-    assert secured.post("/v1/sensitivity", json=BODY, headers={"X-API-Key": FILTER_KEY}).status_code == 401
-    assert secured.post("/v1/sensitivity", json=BODY, headers={"X-API-Key": new_key}).status_code == 200
+    assert (
+        secured.post("/v1/sensitivity", json=BODY, headers={"X-API-Key": FILTER_KEY}).status_code
+        == 401
+    )
+    assert (
+        secured.post("/v1/sensitivity", json=BODY, headers={"X-API-Key": new_key}).status_code
+        == 200
+    )
 
 
 def test_a_broken_key_file_keeps_the_previous_keys(secured, key_file, monkeypatch, caplog):
@@ -229,7 +282,7 @@ def test_key_helper_makes_entries_that_verify(capsys):
     key = out.err.split(": ", 1)[1].strip()
     entry = json.loads(out.out)
     assert key.startswith("ops.") and entry["id"] == "ops" and entry["role"] == "filter"
-    assert len(key) == len("ops.") + 43   # 256 random bits in base64url
+    assert len(key) == len("ops.") + 43  # 256 random bits in base64url
     assert key not in out.out and entry["hash"].startswith("hmac-sha256$")
     assert api_keys.verify(key, entry["hash"]) and not api_keys.verify(key + "x", entry["hash"])
 
@@ -251,9 +304,14 @@ def test_key_helper_hashes_a_key_from_stdin_and_refuses_a_short_secret(capsys, m
 
 
 # An entry as `python -m service.api_keys new` wrote it before hmac-sha256 (scrypt, n=2**14).
-SCRYPT_ENTRY = {"id": "old-portal", "role": "filter", "hash": (
-    "scrypt$16384$8$1$EPFVnZR-lC8BhUxvqdV9Dw$8FPpWW1XIg8VjSR9D0oOxn00fi96ArLT0e-cbnRDjngMC_"
-    "En4Lm4yar9r34GNzMDcc2UIYrZc8K_CmABWIgqjQ")}
+SCRYPT_ENTRY = {
+    "id": "old-portal",
+    "role": "filter",
+    "hash": (
+        "scrypt$16384$8$1$EPFVnZR-lC8BhUxvqdV9Dw$8FPpWW1XIg8VjSR9D0oOxn00fi96ArLT0e-cbnRDjngMC_"
+        "En4Lm4yar9r34GNzMDcc2UIYrZc8K_CmABWIgqjQ"
+    ),
+}
 
 
 def test_scrypt_entries_stop_the_start_and_say_what_to_do(tmp_path):
@@ -265,8 +323,7 @@ def test_scrypt_entries_stop_the_start_and_say_what_to_do(tmp_path):
     assert SCRYPT_ENTRY["hash"] not in str(exc.value)
 
 
-def test_a_reloaded_scrypt_entry_keeps_the_previous_keys(secured, key_file, monkeypatch,
-                                                          caplog):
+def test_a_reloaded_scrypt_entry_keeps_the_previous_keys(secured, key_file, monkeypatch, caplog):
     monkeypatch.setattr(api_keys, "RELOAD_INTERVAL", 0.0)
     time.sleep(0.01)
     key_file.write_text(json.dumps({"keys": [SCRYPT_ENTRY]}))
@@ -290,10 +347,12 @@ def test_unknown_ids_and_wrong_secrets_take_the_same_few_microseconds(key_file):
     store = api_keys.ApiKeyStore(key_file)
     assert store.verify(FILTER_KEY).role == "filter"
     assert store.verify(ANALYST_KEY).role == "analyst"
-    wrong = {"unknown id": "nobody.filter-secret-0123456789",
-             "known id, hmac-sha256 entry": "portal.wrong-secret-0123456789",
-             "known id, sha256 entry": "methods.wrong-secret-012345678",
-             "no secret": "portal."}
+    wrong = {
+        "unknown id": "nobody.filter-secret-0123456789",
+        "known id, hmac-sha256 entry": "portal.wrong-secret-0123456789",
+        "known id, sha256 entry": "methods.wrong-secret-012345678",
+        "no secret": "portal.",
+    }
     medians = {}
     for name, key in wrong.items():
         assert store.verify(key) is None, name
@@ -316,16 +375,23 @@ def test_many_concurrent_wrong_keys_do_not_delay_a_valid_one(secured):
 
     async def run() -> tuple[list[int], int, float]:
         async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
-            wrong = [asyncio.create_task(client.post(
-                "/v1/sensitivity", json=BODY, headers={"X-API-Key": f"portal.wrong-{i:032d}"}))
-                for i in range(400)]
-            await asyncio.sleep(0)   # the wrong keys are sent first
+            wrong = [
+                asyncio.create_task(
+                    client.post(
+                        "/v1/sensitivity",
+                        json=BODY,
+                        headers={"X-API-Key": f"portal.wrong-{i:032d}"},
+                    )
+                )
+                for i in range(400)
+            ]
+            await asyncio.sleep(0)  # the wrong keys are sent first
             start = time.perf_counter()
-            valid = await client.post("/v1/sensitivity", json=BODY,
-                                      headers={"X-API-Key": FILTER_KEY})
+            valid = await client.post(
+                "/v1/sensitivity", json=BODY, headers={"X-API-Key": FILTER_KEY}
+            )
             elapsed = time.perf_counter() - start
-            return [r.status_code for r in await asyncio.gather(*wrong)], valid.status_code, \
-                elapsed
+            return [r.status_code for r in await asyncio.gather(*wrong)], valid.status_code, elapsed
 
     wrong_statuses, valid_status, elapsed = asyncio.run(run())
     assert set(wrong_statuses) == {401} and valid_status == 200
@@ -340,9 +406,19 @@ def test_create_app_refuses_a_bad_key_file(tmp_path):
 
 
 #: Reply fields from which, with the contributions, a rule's parameters can be inferred.
-DIAGNOSTICS = {"measures", "upper_protection", "lower_protection", "interval", "missing_upper",
-               "missing_lower", "fired", "unions", "audit", "coefficients",
-               "reasons"}
+DIAGNOSTICS = {
+    "measures",
+    "upper_protection",
+    "lower_protection",
+    "interval",
+    "missing_upper",
+    "missing_lower",
+    "fired",
+    "unions",
+    "audit",
+    "coefficients",
+    "reasons",
+}
 
 
 def _diagnostics_in(value, path=""):
@@ -378,4 +454,4 @@ def test_filter_replies_of_every_route_carry_no_diagnostics(secured):
                 assert list(_diagnostics_in(r.json())) == [], path
                 analyst = secured.post(path, json=example, headers={"X-API-Key": ANALYST_KEY})
                 assert analyst.status_code == 200
-    assert seen >= 3   # sensitivity, audit, suppress at least
+    assert seen >= 3  # sensitivity, audit, suppress at least

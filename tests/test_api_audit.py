@@ -8,10 +8,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from service.sdc.table import Hierarchy, Table
+
 from .callers import FILTER_KEY
 from .golden import cases
 from .reference import brute_force
-from service.sdc.table import Hierarchy, Table
 
 TABLE_7 = next(c for c in cases("intervals.json") if c.id == "daalmans-table-7").values[0]
 TABLE_4 = next(c for c in cases("intervals.json") if c.id == "daalmans-table-4").values[0]
@@ -26,13 +27,22 @@ def golden_body(case, *, leaves_only=False, **cell_extra):
             margin = r == rows[-1] or c == cols[-1]
             if leaves_only and margin:
                 continue
-            cell = {"key": [r, c], "value": case["values"][i][k],
-                    "suppressed": case["published"][i][k] is None}
+            cell = {
+                "key": [r, c],
+                "value": case["values"][i][k],
+                "suppressed": case["published"][i][k] is None,
+            }
             cell.update(cell_extra.get(f"{r},{c}", {}))
             cells.append(cell)
-    return {"structure": {"dimensions": [
-        {"name": "row", "leaves": rows[:-1], "total": rows[-1]},
-        {"name": "col", "leaves": cols[:-1], "total": cols[-1]}]}, "cells": cells}
+    return {
+        "structure": {
+            "dimensions": [
+                {"name": "row", "leaves": rows[:-1], "total": rows[-1]},
+                {"name": "col", "leaves": cols[:-1], "total": cols[-1]},
+            ]
+        },
+        "cells": cells,
+    }
 
 
 def leaf_contributions(case, **special) -> dict:
@@ -44,8 +54,7 @@ def leaf_contributions(case, **special) -> dict:
     for i, r in enumerate(rows[:-1]):
         for k, c in enumerate(cols[:-1]):
             v = case["values"][i][k]
-            extra[f"{r},{c}"] = {"contributions": special.get(f"{r},{c}",
-                                                              [{"value": v / 4}] * 4)}
+            extra[f"{r},{c}"] = {"contributions": special.get(f"{r},{c}", [{"value": v / 4}] * 4)}
     return extra
 
 
@@ -68,16 +77,18 @@ def test_golden_intervals_over_http(client, case, leaves_only):
 
 def test_table_7_passes_the_interval_test_and_fails_with_too_much_protection(client):
     """Seed 002 Example 2: A,I needs an upper bound of 190 (protection 30); [80, 200] has it."""
-    ok = client.post("/v1/audit", json=golden_body(
-        TABLE_7, **{"A,I": {"protection": {"upper": 30, "lower": 0}}})).json()
+    ok = client.post(
+        "/v1/audit", json=golden_body(TABLE_7, **{"A,I": {"protection": {"upper": 30, "lower": 0}}})
+    ).json()
     # Protection levels without contributions: only the intervals can be checked, and the
     # reasons say so (issue 13, verdicts that cannot lie).
     assert ok["verdict"] == "safe" and ok["unions_checked"] is False
     assert ok["aggregations"] is None and "not checked" in ok["reasons"][0]
     cell = by_key(ok)["A,I"]
     assert cell["protected"] is True and cell["interval"] == [80, 200]
-    short = client.post("/v1/audit", json=golden_body(
-        TABLE_7, **{"A,I": {"protection": {"upper": 45, "lower": 0}}})).json()
+    short = client.post(
+        "/v1/audit", json=golden_body(TABLE_7, **{"A,I": {"protection": {"upper": 45, "lower": 0}}})
+    ).json()
     assert short["verdict"] == "unsafe"
     cell = by_key(short)["A,I"]
     assert cell["flags"]["upper_too_close"] and not cell["flags"]["exact"]
@@ -86,8 +97,10 @@ def test_table_7_passes_the_interval_test_and_fails_with_too_much_protection(cli
 
 
 def test_table_4_singleton_roll_up_over_http(client):
-    body = golden_body(TABLE_4, **leaf_contributions(
-        TABLE_4, **{"A,I": [{"value": 100}], "A,III": [{"value": 150}]}))
+    body = golden_body(
+        TABLE_4,
+        **leaf_contributions(TABLE_4, **{"A,I": [{"value": 100}], "A,III": [{"value": 150}]}),
+    )
     body["rules"] = {"rules": [{"type": "p_percent", "p": 20}]}
     reply = client.post("/v1/audit", json=body).json()
     assert reply["verdict"] == "unsafe"
@@ -100,21 +113,33 @@ def test_table_4_singleton_roll_up_over_http(client):
 
 def test_hierarchical_dimension_and_published_sensitive_cell(client):
     """Region: Total -> North (N1, N2), South (S1); a 1-D table with a subtotal."""
-    structure = {"dimensions": [{"name": "region", "children": {
-        "Total": ["North", "South"], "North": ["N1", "N2"], "South": ["S1"]}}]}
-    cells = [{"key": ["N1"], "value": 10, "suppressed": True,
-              "protection": {"upper": 2, "lower": 2}},
-             {"key": ["N2"], "value": 30, "suppressed": True},
-             {"key": ["S1"], "value": 5}]
+    structure = {
+        "dimensions": [
+            {
+                "name": "region",
+                "children": {"Total": ["North", "South"], "North": ["N1", "N2"], "South": ["S1"]},
+            }
+        ]
+    }
+    cells = [
+        {"key": ["N1"], "value": 10, "suppressed": True, "protection": {"upper": 2, "lower": 2}},
+        {"key": ["N2"], "value": 30, "suppressed": True},
+        {"key": ["S1"], "value": 5},
+    ]
     reply = client.post("/v1/audit", json={"structure": structure, "cells": cells}).json()
     assert reply["verdict"] == "safe"
     assert by_key(reply)["N1"]["interval"] == [0, 40]
     cells[0]["suppressed"] = False
     leaked = client.post("/v1/audit", json={"structure": structure, "cells": cells}).json()
     assert leaked["verdict"] == "unsafe"
-    assert by_key(leaked)["N1"] == {"key": ["N1"], "suppressed": False, "sensitive": True,
-                                    "protected": False, "upper_protection": 2.0,
-                                    "lower_protection": 2.0}
+    assert by_key(leaked)["N1"] == {
+        "key": ["N1"],
+        "suppressed": False,
+        "sensitive": True,
+        "protected": False,
+        "upper_protection": 2.0,
+        "lower_protection": 2.0,
+    }
 
 
 def test_linked_tables_against_brute_force(client):
@@ -123,10 +148,13 @@ def test_linked_tables_against_brute_force(client):
     b = Hierarchy.flat("b", ["x", "y"], "T")
     c = Hierarchy.flat("c", ["u", "v", "w"], "T")
     from service.sdc.table import LinkedTables
+
     space = LinkedTables([Table([a, b]), Table([a, c])])
     rng = np.random.default_rng(3)
-    leaves_ab = {(i, j): float(v) for (i, j), v in zip(
-        [(i, j) for i in "12" for j in "xy"], rng.integers(1, 50, 4))}
+    leaves_ab = {
+        (i, j): float(v)
+        for (i, j), v in zip([(i, j) for i in "12" for j in "xy"], rng.integers(1, 50, 4))
+    }
     a_tot = {i: leaves_ab[(i, "x")] + leaves_ab[(i, "y")] for i in "12"}
     leaves_ac = {}
     for i in "12":
@@ -136,16 +164,28 @@ def test_linked_tables_against_brute_force(client):
         leaves_ac.update({(i, k): float(v) for k, v in zip("uvw", split)})
     cells = [{"key": [i, j, "T"], "value": v} for (i, j), v in leaves_ab.items()]
     cells += [{"key": [i, "T", k], "value": v} for (i, k), v in leaves_ac.items()]
-    suppress = {("1", "x", "T"), ("1", "y", "T"), ("2", "x", "T"), ("2", "y", "T"),
-                ("1", "T", "u"), ("1", "T", "v")}
+    suppress = {
+        ("1", "x", "T"),
+        ("1", "y", "T"),
+        ("2", "x", "T"),
+        ("2", "y", "T"),
+        ("1", "T", "u"),
+        ("1", "T", "v"),
+    }
     for cell in cells:
         cell["suppressed"] = tuple(cell["key"]) in suppress
     cells[0]["protection"] = {"upper": 1, "lower": 1}
-    body = {"structure": {"dimensions": [{"name": "a", "leaves": ["1", "2"], "total": "T"},
-                                         {"name": "b", "leaves": ["x", "y"], "total": "T"},
-                                         {"name": "c", "leaves": ["u", "v", "w"], "total": "T"}],
-                          "tables": [["a", "b"], ["a", "c"]]},
-            "cells": cells}
+    body = {
+        "structure": {
+            "dimensions": [
+                {"name": "a", "leaves": ["1", "2"], "total": "T"},
+                {"name": "b", "leaves": ["x", "y"], "total": "T"},
+                {"name": "c", "leaves": ["u", "v", "w"], "total": "T"},
+            ],
+            "tables": [["a", "b"], ["a", "c"]],
+        },
+        "cells": cells,
+    }
     reply = client.post("/v1/audit", json=body)
     assert reply.status_code == 200, reply.text
     got = {tuple(c["key"]): c["interval"] for c in reply.json()["cells"]}
@@ -185,11 +225,23 @@ def test_wrong_margin_is_named_when_the_total_is_computed(client):
     """Row totals sent, column totals and the grand total computed: the broken relations
     are B's row and the grand total's (whose margin the service computed); the error names
     the sent margin that breaks its own row."""
-    structure = {"dimensions": [{"name": "row", "leaves": ["A", "B"], "total": "T"},
-                                {"name": "col", "leaves": ["I", "II"], "total": "T"}]}
-    cells = [{"key": k, "value": v} for k, v in [
-        (["A", "I"], 1), (["A", "II"], 2), (["B", "I"], 3), (["B", "II"], 4),
-        (["A", "T"], 3), (["B", "T"], 8)]]
+    structure = {
+        "dimensions": [
+            {"name": "row", "leaves": ["A", "B"], "total": "T"},
+            {"name": "col", "leaves": ["I", "II"], "total": "T"},
+        ]
+    }
+    cells = [
+        {"key": k, "value": v}
+        for k, v in [
+            (["A", "I"], 1),
+            (["A", "II"], 2),
+            (["B", "I"], 3),
+            (["B", "II"], 4),
+            (["A", "T"], 3),
+            (["B", "T"], 8),
+        ]
+    ]
     r = client.post("/v1/audit", json={"structure": structure, "cells": cells})
     assert r.status_code == 422, r.text
     (detail,) = r.json()["detail"]
@@ -210,9 +262,12 @@ def test_profile_hides_protection_levels(make_client, tmp_path):
     path = tmp_path / "profiles.json"
     path.write_text('{"profiles": {"p20": {"rules": {"rules": [{"type": "p_percent", "p": 20}]}}}}')
     from service.config import Settings
+
     client = make_client(profiles=Settings.from_env({"SDC_PROFILES": str(path)}).profiles)
-    body = golden_body(TABLE_7, **leaf_contributions(TABLE_7, **{"A,I": [
-        {"value": 155}, {"value": 4}, {"value": 1}]}))
+    body = golden_body(
+        TABLE_7,
+        **leaf_contributions(TABLE_7, **{"A,I": [{"value": 155}, {"value": 4}, {"value": 1}]}),
+    )
     body["profile"] = "p20"
     reply = client.post("/v1/audit", json=body).json()
     cell = by_key(reply)["A,I"]
@@ -220,17 +275,23 @@ def test_profile_hides_protection_levels(make_client, tmp_path):
     assert "p=" not in str(reply["unions"])
 
 
-@pytest.mark.parametrize("change, field, cell", [
-    (lambda b: b["cells"][0].update(key=["Z", "I"]), "key", 0),
-    (lambda b: b["cells"][1].update(key=["A"]), "key", 1),
-    (lambda b: b["cells"][2].pop("value"), "value", 2),
-    (lambda b: b["cells"][0].update(value=-5), "lower_bound", 0),
-    (lambda b: b["cells"][0].update(lower_bound=10, upper_bound=5), "lower_bound", 0),
-    (lambda b: b["cells"][0].update(contributions=[{"value": 1}]), "rules", 0),
-    (lambda b: b["structure"].update(tables=[["row", "nope"]]), "structure.tables.0", None),
-    (lambda b: b["structure"]["dimensions"][1].update(name="row"),
-     "structure.dimensions.1.name", None),
-])
+@pytest.mark.parametrize(
+    "change, field, cell",
+    [
+        (lambda b: b["cells"][0].update(key=["Z", "I"]), "key", 0),
+        (lambda b: b["cells"][1].update(key=["A"]), "key", 1),
+        (lambda b: b["cells"][2].pop("value"), "value", 2),
+        (lambda b: b["cells"][0].update(value=-5), "lower_bound", 0),
+        (lambda b: b["cells"][0].update(lower_bound=10, upper_bound=5), "lower_bound", 0),
+        (lambda b: b["cells"][0].update(contributions=[{"value": 1}]), "rules", 0),
+        (lambda b: b["structure"].update(tables=[["row", "nope"]]), "structure.tables.0", None),
+        (
+            lambda b: b["structure"]["dimensions"][1].update(name="row"),
+            "structure.dimensions.1.name",
+            None,
+        ),
+    ],
+)
 def test_bad_input_names_field_and_cell(client, change, field, cell):
     body = golden_body(TABLE_7, leaves_only=True)
     change(body)
@@ -240,29 +301,52 @@ def test_bad_input_names_field_and_cell(client, change, field, cell):
     assert detail["field"] == field and detail["cell"] == cell
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(st.data())
 def test_random_patterns_match_brute_force(client, data):
     n_rows = data.draw(st.integers(2, 4))
     n_cols = data.draw(st.integers(2, 4))
-    leaves = data.draw(st.lists(st.integers(0, 30), min_size=n_rows * n_cols,
-                                max_size=n_rows * n_cols))
-    mask = data.draw(st.lists(st.booleans(), min_size=(n_rows + 1) * (n_cols + 1),
-                              max_size=(n_rows + 1) * (n_cols + 1)))
-    t = Table([Hierarchy.flat("r", [str(i) for i in range(n_rows)], "T"),
-               Hierarchy.flat("c", [str(i) for i in range(n_cols)], "T")])
+    leaves = data.draw(
+        st.lists(st.integers(0, 30), min_size=n_rows * n_cols, max_size=n_rows * n_cols)
+    )
+    mask = data.draw(
+        st.lists(
+            st.booleans(),
+            min_size=(n_rows + 1) * (n_cols + 1),
+            max_size=(n_rows + 1) * (n_cols + 1),
+        )
+    )
+    t = Table(
+        [
+            Hierarchy.flat("r", [str(i) for i in range(n_rows)], "T"),
+            Hierarchy.flat("c", [str(i) for i in range(n_cols)], "T"),
+        ]
+    )
     x = np.zeros(t.n_cells)
     for (i, j), v in zip([(i, j) for i in range(n_rows) for j in range(n_cols)], leaves):
         x[t.cell_index((str(i), str(j)))] = v
     x = t.fill_margins(x)
     suppressed = np.array(mask)
-    cells = [{"key": list(t.key(c)), "value": float(x[c]), "suppressed": bool(suppressed[c]),
-              **({"protection": {"upper": 0, "lower": 0}} if suppressed[c] else {})}
-             for c in range(t.n_cells)]
-    body = {"structure": {"dimensions": [
-        {"name": "r", "leaves": [str(i) for i in range(n_rows)], "total": "T"},
-        {"name": "c", "leaves": [str(i) for i in range(n_cols)], "total": "T"}]},
-            "cells": cells}
+    cells = [
+        {
+            "key": list(t.key(c)),
+            "value": float(x[c]),
+            "suppressed": bool(suppressed[c]),
+            **({"protection": {"upper": 0, "lower": 0}} if suppressed[c] else {}),
+        }
+        for c in range(t.n_cells)
+    ]
+    body = {
+        "structure": {
+            "dimensions": [
+                {"name": "r", "leaves": [str(i) for i in range(n_rows)], "total": "T"},
+                {"name": "c", "leaves": [str(i) for i in range(n_cols)], "total": "T"},
+            ]
+        },
+        "cells": cells,
+    }
     reply = client.post("/v1/audit", json=body).json()
     got = {tuple(c["key"]): c["interval"] for c in reply["cells"]}
     for j, (lo, hi) in zip(np.flatnonzero(suppressed), brute_force(t.relations, x, suppressed)):
@@ -275,33 +359,60 @@ def test_filter_role_gets_the_verdict_only(make_client, key_file):
     b = golden_body(TABLE_7, **{"A,I": {"protection": {"upper": 30, "lower": 0}}})
     r = secured.post("/v1/audit", json=b, headers={"X-API-Key": FILTER_KEY})
     assert r.status_code == 200 and r.json()["verdict"] == "safe"
-    assert by_key(r.json())["A,I"] == {"key": ["A", "I"], "suppressed": True,
-                                       "sensitive": True, "protected": True}
+    assert by_key(r.json())["A,I"] == {
+        "key": ["A", "I"],
+        "suppressed": True,
+        "sensitive": True,
+        "protected": True,
+    }
     assert "interval" not in r.text and "protection" not in r.text
 
 
 def _grid_body(rows, cols, leaves: dict, suppressed, **extra):
-    cells = [{"key": [r, c], **leaves[(r, c)], "suppressed": (r, c) in suppressed}
-             for r in rows for c in cols]
-    cells += [{"key": [r, "T"], "suppressed": (r, "T") in suppressed} for r in rows
-              if (r, "T") in suppressed]
-    return {"structure": {"dimensions": [
-        {"name": "row", "leaves": rows, "total": "T"},
-        {"name": "col", "leaves": cols, "total": "T"}]}, "cells": cells, **extra}
+    cells = [
+        {"key": [r, c], **leaves[(r, c)], "suppressed": (r, c) in suppressed}
+        for r in rows
+        for c in cols
+    ]
+    cells += [
+        {"key": [r, "T"], "suppressed": (r, "T") in suppressed}
+        for r in rows
+        if (r, "T") in suppressed
+    ]
+    return {
+        "structure": {
+            "dimensions": [
+                {"name": "row", "leaves": rows, "total": "T"},
+                {"name": "col", "leaves": cols, "total": "T"},
+            ]
+        },
+        "cells": cells,
+        **extra,
+    }
 
 
 def test_derived_cell_and_aggregation_over_http(client):
     """Issue 13's first shape: A,II is fixed by its column, so row A publishes A,I + A,III
     = 250; the reply marks A,II derived and names the aggregation."""
-    contributions = {("A", "I"): [100], ("A", "II"): [120, 50, 30], ("A", "III"): [150],
-                     ("B", "I"): [100, 90, 60], ("B", "II"): [50, 50, 50],
-                     ("B", "III"): [100, 100, 100], ("C", "I"): [200, 200, 200],
-                     ("C", "II"): [150, 150, 150], ("C", "III"): [200, 150, 150]}
-    leaves = {k: {"contributions": [{"value": v} for v in vs]}
-              for k, vs in contributions.items()}
-    body = _grid_body(["A", "B", "C"], ["I", "II", "III"], leaves,
-                      {("A", "I"), ("A", "II"), ("A", "III"), ("B", "I"), ("B", "III")},
-                      rules={"rules": [{"type": "p_percent", "p": 20}]})
+    contributions = {
+        ("A", "I"): [100],
+        ("A", "II"): [120, 50, 30],
+        ("A", "III"): [150],
+        ("B", "I"): [100, 90, 60],
+        ("B", "II"): [50, 50, 50],
+        ("B", "III"): [100, 100, 100],
+        ("C", "I"): [200, 200, 200],
+        ("C", "II"): [150, 150, 150],
+        ("C", "III"): [200, 150, 150],
+    }
+    leaves = {k: {"contributions": [{"value": v} for v in vs]} for k, vs in contributions.items()}
+    body = _grid_body(
+        ["A", "B", "C"],
+        ["I", "II", "III"],
+        leaves,
+        {("A", "I"), ("A", "II"), ("A", "III"), ("B", "I"), ("B", "III")},
+        rules={"rules": [{"type": "p_percent", "p": 20}]},
+    )
     reply = client.post("/v1/audit", json=body).json()
     assert reply["verdict"] == "unsafe" and reply["unions_checked"] is True
     agg = reply["aggregations"]
@@ -325,6 +436,7 @@ def test_count_table_difference_is_an_aggregation(client):
     assert sorted(reply["aggregations"]["worst"]["coefficients"]) == [-1.0, 1.0]
     # With 3 respondents in B,II the difference has 4: safe.
     leaves[("B", "II")] = {"value": 3}
-    reply = client.post("/v1/audit", json=_grid_body(["A", "B"], ["I", "II"], leaves, rect,
-                                                     counts={"threshold": 3})).json()
+    reply = client.post(
+        "/v1/audit", json=_grid_body(["A", "B"], ["I", "II"], leaves, rect, counts={"threshold": 3})
+    ).json()
     assert reply["aggregations"]["status"] == "safe", reply

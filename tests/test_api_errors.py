@@ -45,11 +45,14 @@ def post_raw(client, body: bytes, path: str = "/v1/sensitivity"):
 
 # --------------------------------------------------------------------------- non-finite numbers
 
+
 @pytest.mark.parametrize("literal", [b"NaN", b"Infinity", b"-Infinity", b"1e999"])
 def test_non_finite_contribution_value(client, literal):
-    body = (b'{"cells": [{"key": ["good"], "contributions": [{"value": 1}]},'
-            b' {"key": ["bad"], "contributions": [{"value": 2}, {"value": ' + literal + b'}]}],'
-            b' "rules": {"rules": [{"type": "p_percent", "p": 10}]}}')
+    body = (
+        b'{"cells": [{"key": ["good"], "contributions": [{"value": 1}]},'
+        b' {"key": ["bad"], "contributions": [{"value": 2}, {"value": ' + literal + b"}]}],"
+        b' "rules": {"rules": [{"type": "p_percent", "p": 10}]}}'
+    )
     first = assert_error(post_raw(client, body), cell=1, key=["bad"])
     assert first["field"] == "contributions.1.value"
 
@@ -65,22 +68,28 @@ def test_non_finite_summary_numbers(client, field, literal):
 
 
 def test_non_finite_summary_largest(client):
-    body = (b'{"cells": [{"key": ["s"], "summary": {"total": 100, "count": 3,'
-            b' "largest": [Infinity, 30]}}], "rules": {"rules": [{"type": "p_percent", "p": 10}]}}')
+    body = (
+        b'{"cells": [{"key": ["s"], "summary": {"total": 100, "count": 3,'
+        b' "largest": [Infinity, 30]}}], "rules": {"rules": [{"type": "p_percent", "p": 10}]}}'
+    )
     first = assert_error(post_raw(client, body), cell=0, key=["s"])
     assert first["field"].startswith("summary.largest")
 
 
 def test_non_finite_rule_parameter(client):
-    body = (b'{"cells": [{"key": ["a"], "contributions": [{"value": 1}]}],'
-            b' "rules": {"rules": [{"type": "p_percent", "p": NaN}]}}')
+    body = (
+        b'{"cells": [{"key": ["a"], "contributions": [{"value": 1}]}],'
+        b' "rules": {"rules": [{"type": "p_percent", "p": NaN}]}}'
+    )
     first = assert_error(post_raw(client, body), cell=None)
     assert first["field"].startswith("rules.rules.0")
 
 
 def test_non_finite_weight(client):
-    body = (b'{"cells": [{"key": ["w"], "contributions": [{"value": 1, "weight": Infinity}]}],'
-            b' "rules": {"rules": [{"type": "p_percent", "p": 10}]}}')
+    body = (
+        b'{"cells": [{"key": ["w"], "contributions": [{"value": 1, "weight": Infinity}]}],'
+        b' "rules": {"rules": [{"type": "p_percent", "p": 10}]}}'
+    )
     first = assert_error(post_raw(client, body), cell=0, key=["w"])
     assert first["field"] == "contributions.0.weight"
 
@@ -92,81 +101,110 @@ def test_non_finite_conversion_parameter(client):
 
 
 @pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
-@pytest.mark.parametrize("contributions", [
-    [{"value": 1e308}, {"value": 1e308}],                  # X = 2e308 overflows
-    [{"value": 1e308, "weight": 2}, {"value": 1}],        # X-hat = 2e308 + 1 overflows
-], ids=["sum", "weighted"])
+@pytest.mark.parametrize(
+    "contributions",
+    [
+        [{"value": 1e308}, {"value": 1e308}],  # X = 2e308 overflows
+        [{"value": 1e308, "weight": 2}, {"value": 1}],  # X-hat = 2e308 + 1 overflows
+    ],
+    ids=["sum", "weighted"],
+)
 def test_overflowing_cell_total(client, contributions):
-    response = client.post("/v1/sensitivity", json=request_with(
-        {"key": ["huge"], "contributions": contributions}))
+    response = client.post(
+        "/v1/sensitivity", json=request_with({"key": ["huge"], "contributions": contributions})
+    )
     assert_error(response, field="contributions.value", cell=1, key=["huge"])
 
 
 def test_overflowing_shifted_summary_names_the_summary(client):
     # Y = X + N M = 1e308 + 3 * 1e308 overflows
     # (a summary before it: contributions shifted by 1e308 would overflow first)
-    body = {"cells": [{"key": ["ok"], "summary": {"total": 10, "count": 1, "largest": [10]}},
-                      {"key": ["huge"], "summary": {
-        "total": 1e308, "count": 3, "largest": [1e308, 0]}}],
-        "rules": {"rules": [P10], "negative_values": {"mode": "shift", "shift": 1e308}}}
+    body = {
+        "cells": [
+            {"key": ["ok"], "summary": {"total": 10, "count": 1, "largest": [10]}},
+            {"key": ["huge"], "summary": {"total": 1e308, "count": 3, "largest": [1e308, 0]}},
+        ],
+        "rules": {"rules": [P10], "negative_values": {"mode": "shift", "shift": 1e308}},
+    }
     first = assert_error(client.post("/v1/sensitivity", json=body), cell=1, key=["huge"])
     assert first["field"].startswith("summary")
 
 
 # --------------------------------------------------------------------------- summaries
 
+
 def summary_cell(**summary) -> dict:
     return {"key": ["S", "1"], "summary": summary}
 
 
 def test_summary_negative_count(client):
-    response = client.post("/v1/sensitivity", json=request_with(
-        summary_cell(total=100, count=-1, largest=[]), ))
+    response = client.post(
+        "/v1/sensitivity",
+        json=request_with(
+            summary_cell(total=100, count=-1, largest=[]),
+        ),
+    )
     assert_error(response, field="summary.count", cell=1, key=["S", "1"])
 
 
 def test_summary_largest_exceeding_total(client):
-    response = client.post("/v1/sensitivity", json=request_with(
-        summary_cell(total=100, count=2, largest=[120, 10])))
+    response = client.post(
+        "/v1/sensitivity", json=request_with(summary_cell(total=100, count=2, largest=[120, 10]))
+    )
     assert_error(response, field="summary.largest", cell=1, key=["S", "1"])
 
 
 def test_summary_largest_out_of_order(client):
-    response = client.post("/v1/sensitivity", json=request_with(
-        summary_cell(total=100, count=3, largest=[20, 50])))
+    response = client.post(
+        "/v1/sensitivity", json=request_with(summary_cell(total=100, count=3, largest=[20, 50]))
+    )
     assert_error(response, field="summary.largest", cell=1, key=["S", "1"])
 
 
 def test_summary_more_largest_than_count(client):
-    response = client.post("/v1/sensitivity", json=request_with(
-        summary_cell(total=100, count=2, largest=[50, 30, 20])))
+    response = client.post(
+        "/v1/sensitivity", json=request_with(summary_cell(total=100, count=2, largest=[50, 30, 20]))
+    )
     assert_error(response, field="summary.largest", cell=1, key=["S", "1"])
 
 
 def test_summary_fewer_largest_than_the_rules_need(client):
     # (3,k)-dominance needs x1 + x2 + x3; the cell has 5 contributors and gives 2
-    response = client.post("/v1/sensitivity", json=request_with(
-        summary_cell(total=100, count=5, largest=[50, 30]),
-        rules={"rules": [{"type": "dominance", "n": 3, "k": 80}]}))
+    response = client.post(
+        "/v1/sensitivity",
+        json=request_with(
+            summary_cell(total=100, count=5, largest=[50, 30]),
+            rules={"rules": [{"type": "dominance", "n": 3, "k": 80}]},
+        ),
+    )
     assert_error(response, field="summary.largest", cell=1, key=["S", "1"])
 
 
 def test_summary_error_in_a_mixed_table_names_the_request_position(client):
-    body = {"cells": [
-        {"key": ["s0"], "summary": {"total": 10, "count": 1, "largest": [10]}},
-        {"key": ["c1"], "contributions": [{"value": 1}]},
-        {"key": ["s2"], "summary": {"total": 10, "count": 2, "largest": [3, 9]}},
-    ], "rules": RULES}
+    body = {
+        "cells": [
+            {"key": ["s0"], "summary": {"total": 10, "count": 1, "largest": [10]}},
+            {"key": ["c1"], "contributions": [{"value": 1}]},
+            {"key": ["s2"], "summary": {"total": 10, "count": 2, "largest": [3, 9]}},
+        ],
+        "rules": RULES,
+    }
     response = client.post("/v1/sensitivity", json=body)
     assert_error(response, field="summary.largest", cell=2, key=["s2"])
 
 
 # --------------------------------------------------------------------------- cells and keys
 
+
 def test_duplicate_cell_keys(client):
-    body = {"cells": [{"key": ["A", "1"], "contributions": [{"value": 1}]},
-                      {"key": ["B", "1"], "contributions": [{"value": 2}]},
-                      {"key": ["A", "1"], "contributions": [{"value": 3}]}], "rules": RULES}
+    body = {
+        "cells": [
+            {"key": ["A", "1"], "contributions": [{"value": 1}]},
+            {"key": ["B", "1"], "contributions": [{"value": 2}]},
+            {"key": ["A", "1"], "contributions": [{"value": 3}]},
+        ],
+        "rules": RULES,
+    }
     assert_error(client.post("/v1/sensitivity", json=body), field="key", cell=2, key=["A", "1"])
 
 
@@ -176,9 +214,16 @@ def test_empty_cells_list(client):
 
 
 def test_cell_with_both_contributions_and_summary(client):
-    response = client.post("/v1/sensitivity", json=request_with(
-        {"key": ["both"], "contributions": [{"value": 1}],
-         "summary": {"total": 1, "count": 1, "largest": [1]}}))
+    response = client.post(
+        "/v1/sensitivity",
+        json=request_with(
+            {
+                "key": ["both"],
+                "contributions": [{"value": 1}],
+                "summary": {"total": 1, "count": 1, "largest": [1]},
+            }
+        ),
+    )
     assert_error(response, cell=1, key=["both"])
 
 
@@ -187,35 +232,42 @@ def test_cell_with_neither_contributions_nor_summary(client):
     assert_error(response, cell=1, key=["none"])
 
 
-@pytest.mark.parametrize("key", ["A", [1, 2], [["A"]], None, {"a": "b"}],
-                         ids=["string", "ints", "nested", "null", "object"])
+@pytest.mark.parametrize(
+    "key",
+    ["A", [1, 2], [["A"]], None, {"a": "b"}],
+    ids=["string", "ints", "nested", "null", "object"],
+)
 def test_key_not_a_list_of_strings(client, key):
-    response = client.post("/v1/sensitivity", json=request_with(
-        {"key": key, "contributions": [{"value": 1}]}))
-    first = assert_error(response, cell=1, key=None)   # nothing to echo as a key
+    response = client.post(
+        "/v1/sensitivity", json=request_with({"key": key, "contributions": [{"value": 1}]})
+    )
+    first = assert_error(response, cell=1, key=None)  # nothing to echo as a key
     assert first["field"].startswith("key")
 
 
 def test_key_empty_list(client):
-    response = client.post("/v1/sensitivity", json=request_with(
-        {"key": [], "contributions": [{"value": 1}]}))
+    response = client.post(
+        "/v1/sensitivity", json=request_with({"key": [], "contributions": [{"value": 1}]})
+    )
     assert_error(response, field="key", cell=1, key=[])
 
 
 def test_missing_key(client):
-    response = client.post("/v1/sensitivity", json=request_with(
-        {"contributions": [{"value": 1}]}))
+    response = client.post("/v1/sensitivity", json=request_with({"contributions": [{"value": 1}]}))
     assert_error(response, field="key", cell=1, key=None)
 
 
-@pytest.mark.parametrize("where", ["request", "cell", "contribution", "summary", "rule",
-                                   "ruleset"])
+@pytest.mark.parametrize("where", ["request", "cell", "contribution", "summary", "rule", "ruleset"])
 def test_extra_unknown_field(client, where):
     body = request_with({"key": ["x"], "summary": {"total": 1, "count": 1, "largest": [1]}})
-    target = {"request": body, "cell": body["cells"][0],
-              "contribution": body["cells"][0]["contributions"][0],
-              "summary": body["cells"][1]["summary"], "rule": body["rules"]["rules"][0],
-              "ruleset": body["rules"]}[where]
+    target = {
+        "request": body,
+        "cell": body["cells"][0],
+        "contribution": body["cells"][0]["contributions"][0],
+        "summary": body["cells"][1]["summary"],
+        "rule": body["rules"]["rules"][0],
+        "ruleset": body["rules"],
+    }[where]
     target["surprise"] = 1
     first = assert_error(client.post("/v1/sensitivity", json=body))
     assert first["field"].endswith("surprise")
@@ -223,21 +275,38 @@ def test_extra_unknown_field(client, where):
 
 # --------------------------------------------------------------------------- rules
 
-@pytest.mark.parametrize("rule", [
-    {"type": "p_percent", "p": 0},
-    {"type": "p_percent", "p": 100},
-    {"type": "p_percent", "p": -1},
-    {"type": "p_percent", "p": 10, "c": 0},
-    {"type": "dominance", "n": 1, "k": 100},
-    {"type": "dominance", "n": 1, "k": 0},
-    {"type": "dominance", "n": 0, "k": 80},
-    {"type": "pq", "p": 20, "q": 10},     # q < p
-    {"type": "pq", "p": 20, "q": 20},     # q == p
-    {"type": "frequency", "n": 0},
-    {"type": "request", "k": 100},
-    {"type": "p_percent"},                # p missing
-], ids=["p=0", "p=100", "p=-1", "c=0", "k=100", "k=0", "n=0", "q<p", "q==p", "freq n=0",
-        "request k=100", "p missing"])
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        {"type": "p_percent", "p": 0},
+        {"type": "p_percent", "p": 100},
+        {"type": "p_percent", "p": -1},
+        {"type": "p_percent", "p": 10, "c": 0},
+        {"type": "dominance", "n": 1, "k": 100},
+        {"type": "dominance", "n": 1, "k": 0},
+        {"type": "dominance", "n": 0, "k": 80},
+        {"type": "pq", "p": 20, "q": 10},  # q < p
+        {"type": "pq", "p": 20, "q": 20},  # q == p
+        {"type": "frequency", "n": 0},
+        {"type": "request", "k": 100},
+        {"type": "p_percent"},  # p missing
+    ],
+    ids=[
+        "p=0",
+        "p=100",
+        "p=-1",
+        "c=0",
+        "k=100",
+        "k=0",
+        "n=0",
+        "q<p",
+        "q==p",
+        "freq n=0",
+        "request k=100",
+        "p missing",
+    ],
+)
 def test_invalid_rule_parameters(client, rule):
     response = client.post("/v1/sensitivity", json=request_with(rules={"rules": [rule]}))
     first = assert_error(response, cell=None, key=None)
@@ -245,8 +314,9 @@ def test_invalid_rule_parameters(client, rule):
 
 
 def test_unknown_rule_type(client):
-    response = client.post("/v1/sensitivity", json=request_with(
-        rules={"rules": [{"type": "magic", "p": 10}]}))
+    response = client.post(
+        "/v1/sensitivity", json=request_with(rules={"rules": [{"type": "magic", "p": 10}]})
+    )
     first = assert_error(response, cell=None)
     assert first["field"].startswith("rules.rules.0")
 
@@ -256,12 +326,21 @@ def test_no_rules_in_rule_set(client):
     assert_error(response, field="rules.rules", cell=None)
 
 
-@pytest.mark.parametrize("negative_values", [
-    {"mode": "relaxed"}, {"mode": "relaxed", "factor": 1}, {"mode": "shift"},
-    {"mode": "shift", "shift": 0}, {"mode": "sideways"}])
+@pytest.mark.parametrize(
+    "negative_values",
+    [
+        {"mode": "relaxed"},
+        {"mode": "relaxed", "factor": 1},
+        {"mode": "shift"},
+        {"mode": "shift", "shift": 0},
+        {"mode": "sideways"},
+    ],
+)
 def test_invalid_negative_values_policy(client, negative_values):
-    response = client.post("/v1/sensitivity", json=request_with(
-        rules={"rules": [P10], "negative_values": negative_values}))
+    response = client.post(
+        "/v1/sensitivity",
+        json=request_with(rules={"rules": [P10], "negative_values": negative_values}),
+    )
     first = assert_error(response, cell=None)
     assert first["field"].startswith("rules.negative_values")
 
@@ -283,15 +362,27 @@ def test_neither_rules_nor_profile(client):
 
 # --------------------------------------------------------------------------- the body itself
 
+
 @pytest.mark.parametrize("path", ["/v1/sensitivity", "/v1/conversions", "/v1/filter"])
-@pytest.mark.parametrize("body", [b"{not json", b"", b'{"cells": [', b"\xff\xfe"],
-                         ids=["garbage", "empty", "truncated", "not utf-8"])
+@pytest.mark.parametrize(
+    "body",
+    [b"{not json", b"", b'{"cells": [', b"\xff\xfe"],
+    ids=["garbage", "empty", "truncated", "not utf-8"],
+)
 def test_body_not_json(client, path, body):
     assert_error(post_raw(client, body, path), field=None, cell=None, key=None)
 
 
-@pytest.mark.parametrize("path", ["/v1/sensitivity", "/v1/conversions", "/v1/audit",
-                                  "/v1/suppress", "/v1/frequency/sensitivity"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/v1/sensitivity",
+        "/v1/conversions",
+        "/v1/audit",
+        "/v1/suppress",
+        "/v1/frequency/sensitivity",
+    ],
+)
 def test_body_needs_a_json_content_type(client, path):
     response = client.post(path, content=b"{}", headers={"content-type": "text/plain"})
     detail = assert_error(response, field=None, cell=None, key=None)
@@ -322,10 +413,11 @@ def test_body_over_the_limit_streamed_without_content_length(make_client):
 
     def chunks():
         for start in range(0, len(body), 100):
-            yield body[start:start + 100]
+            yield body[start : start + 100]
 
-    response = client.post("/v1/sensitivity", content=chunks(),
-                           headers={"content-type": "application/json"})
+    response = client.post(
+        "/v1/sensitivity", content=chunks(), headers={"content-type": "application/json"}
+    )
     assert "content-length" not in response.request.headers
     assert response.request.headers.get("transfer-encoding") == "chunked"
     assert_error(response, 413)
@@ -339,28 +431,36 @@ def test_body_under_the_limit_is_served(make_client):
 
 def test_too_many_cells(make_client):
     client = make_client(max_cells=2)
-    body = {"cells": [{"key": [str(i)], "contributions": [{"value": 1}]} for i in range(3)],
-            "rules": RULES}
+    body = {
+        "cells": [{"key": [str(i)], "contributions": [{"value": 1}]} for i in range(3)],
+        "rules": RULES,
+    }
     assert_error(client.post("/v1/sensitivity", json=body), 413, field="cells", cell=None)
 
 
 def test_as_many_cells_as_allowed(make_client):
     client = make_client(max_cells=2)
-    body = {"cells": [{"key": [str(i)], "contributions": [{"value": 1}]} for i in range(2)],
-            "rules": RULES}
+    body = {
+        "cells": [{"key": [str(i)], "contributions": [{"value": 1}]} for i in range(2)],
+        "rules": RULES,
+    }
     assert client.post("/v1/sensitivity", json=body).status_code == 200
 
 
 # --------------------------------------------------------------------------- conversions
 
-@pytest.mark.parametrize("body", [
-    {"rule": {"type": "frequency", "n": 3}},          # not convertible
-    {"rule": {"type": "p_percent", "p": 10}, "negative_factor": 1},
-    {"rule": {"type": "p_percent", "p": 10}, "negative_factor": 0.5},
-    {"rule": {"type": "dominance", "n": 2, "k": 100}},
-    {"rule": {"type": "p_percent", "p": 10}, "extra": True},
-    {},
-])
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"rule": {"type": "frequency", "n": 3}},  # not convertible
+        {"rule": {"type": "p_percent", "p": 10}, "negative_factor": 1},
+        {"rule": {"type": "p_percent", "p": 10}, "negative_factor": 0.5},
+        {"rule": {"type": "dominance", "n": 2, "k": 100}},
+        {"rule": {"type": "p_percent", "p": 10}, "extra": True},
+        {},
+    ],
+)
 def test_conversion_bad_input(client, body):
     first = assert_error(client.post("/v1/conversions", json=body), cell=None)
     assert first["field"] is None or isinstance(first["field"], str)
@@ -368,40 +468,55 @@ def test_conversion_bad_input(client, body):
 
 # --------------------------------------------------------------------------- known 500s
 
+
 def test_conversion_pq_relaxed_beyond_the_q_limit_is_not_a_500(make_client):
     client = make_client(raise_server_exceptions=False)
-    response = client.post("/v1/conversions", json={"rule": {"type": "pq", "p": 10, "q": 5000},
-                                                    "negative_factor": 4})
+    response = client.post(
+        "/v1/conversions", json={"rule": {"type": "pq", "p": 10, "q": 5000}, "negative_factor": 4}
+    )
     assert response.status_code in (200, 422), response.text
 
 
-@pytest.mark.parametrize("body", [
-    {"rule": {"type": "dominance", "n": 2, "k": 99.99999999999999}, "negative_factor": 2},
-    {"rule": {"type": "p_percent", "p": 5e-324}, "negative_factor": 4},
-], ids=["k_f rounds to 100", "p_f underflows to 0"])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"rule": {"type": "dominance", "n": 2, "k": 99.99999999999999}, "negative_factor": 2},
+        {"rule": {"type": "p_percent", "p": 5e-324}, "negative_factor": 4},
+    ],
+    ids=["k_f rounds to 100", "p_f underflows to 0"],
+)
 def test_conversion_relaxed_to_an_invalid_parameter_is_not_a_500(make_client, body):
     client = make_client(raise_server_exceptions=False)
     response = client.post("/v1/conversions", json=body)
     assert response.status_code in (200, 422), response.text
 
 
-@pytest.mark.parametrize("rule", [
-    {"type": "dominance", "n": 1, "k": 99.99999999999999},
-    {"type": "request", "k": 99.99999999999999},
-    {"type": "p_percent", "p": 5e-324},
-], ids=["dominance", "request", "p_percent"])
+@pytest.mark.parametrize(
+    "rule",
+    [
+        {"type": "dominance", "n": 1, "k": 99.99999999999999},
+        {"type": "request", "k": 99.99999999999999},
+        {"type": "p_percent", "p": 5e-324},
+    ],
+    ids=["dominance", "request", "p_percent"],
+)
 def test_relaxed_rule_with_extreme_parameter_is_not_a_500(make_client, rule):
     client = make_client(raise_server_exceptions=False)
-    response = client.post("/v1/sensitivity", json={
-        "cells": [{"key": ["a"], "contributions": [{"value": 5}, {"value": -1}]}],
-        "rules": {"rules": [rule], "negative_values": {"mode": "relaxed", "factor": 2}}})
+    response = client.post(
+        "/v1/sensitivity",
+        json={
+            "cells": [{"key": ["a"], "contributions": [{"value": 5}, {"value": -1}]}],
+            "rules": {"rules": [rule], "negative_values": {"mode": "relaxed", "factor": 2}},
+        },
+    )
     assert response.status_code in (200, 422), response.text
 
 
 def test_nul_in_a_code_is_refused(client):
     """numpy string arrays drop trailing NULs, so "A\\0" would merge with "A"."""
-    response = client.post("/v1/sensitivity", json=request_with(
-        {"key": ["good\x00"], "contributions": [{"value": 5}]}))
+    response = client.post(
+        "/v1/sensitivity", json=request_with({"key": ["good\x00"], "contributions": [{"value": 5}]})
+    )
     detail = assert_error(response, field="key.0", cell=1)
     assert "NUL" in detail["message"]
     structure = {"dimensions": [{"name": "r", "leaves": ["A", "A\x00"], "total": "T"}]}
@@ -413,8 +528,10 @@ def test_nul_in_a_code_is_refused(client):
 @pytest.mark.parametrize("value", [b"1", b"-1"], ids=["reply", "error reply"])
 def test_lone_surrogate_in_key_is_not_a_500(make_client, value):
     client = make_client(raise_server_exceptions=False)
-    body = (b'{"cells": [{"key": ["\\ud800"], "contributions": [{"value": ' + value + b'}]}],'
-            b' "rules": {"rules": [{"type": "p_percent", "p": 10}]}}')
+    body = (
+        b'{"cells": [{"key": ["\\ud800"], "contributions": [{"value": ' + value + b"}]}],"
+        b' "rules": {"rules": [{"type": "p_percent", "p": 10}]}}'
+    )
     response = post_raw(client, body)
     assert response.status_code in (200, 422), response.text
 
@@ -423,20 +540,38 @@ def test_lone_surrogate_in_key_is_not_a_500(make_client, value):
 
 VALID_SENSITIVITY = {
     "cells": [
-        {"key": ["Mining", "North"], "contributions": [
-            {"value": 50000, "holding": "A"}, {"value": 49000, "waiver": True},
-            {"value": 1000, "request": True}]},
-        {"key": ["Mining", "South"], "summary": {"total": 110000, "count": 3,
-                                                 "largest": [52000, 50000], "requested": 8000}},
-        {"key": ["Mining", "East"], "contributions": [{"value": 10, "weight": 2.5},
-                                                      {"value": -3, "weight": 1}]},
+        {
+            "key": ["Mining", "North"],
+            "contributions": [
+                {"value": 50000, "holding": "A"},
+                {"value": 49000, "waiver": True},
+                {"value": 1000, "request": True},
+            ],
+        },
+        {
+            "key": ["Mining", "South"],
+            "summary": {"total": 110000, "count": 3, "largest": [52000, 50000], "requested": 8000},
+        },
+        {
+            "key": ["Mining", "East"],
+            "contributions": [{"value": 10, "weight": 2.5}, {"value": -3, "weight": 1}],
+        },
         {"key": ["Mining", "West"], "contributions": []},
     ],
-    "rules": {"rules": [{"type": "p_percent", "p": 10, "c": 1}, {"type": "pq", "p": 10, "q": 50},
-                        {"type": "dominance", "n": 2, "k": 85}, {"type": "frequency", "n": 3},
-                        {"type": "request", "k": 70, "name": "req"}],
-              "weights": "sample", "negative_values": {"mode": "shift", "shift": 5},
-              "zero_cells": "rules", "empty_cells": "safe", "frequency_range": 5},
+    "rules": {
+        "rules": [
+            {"type": "p_percent", "p": 10, "c": 1},
+            {"type": "pq", "p": 10, "q": 50},
+            {"type": "dominance", "n": 2, "k": 85},
+            {"type": "frequency", "n": 3},
+            {"type": "request", "k": 70, "name": "req"},
+        ],
+        "weights": "sample",
+        "negative_values": {"mode": "shift", "shift": 5},
+        "zero_cells": "rules",
+        "empty_cells": "safe",
+        "frequency_range": 5,
+    },
 }
 VALID_CONVERSIONS = [
     {"rule": {"type": "dominance", "n": 2, "k": 80}},
@@ -444,18 +579,59 @@ VALID_CONVERSIONS = [
     {"rule": {"type": "pq", "p": 10, "q": 50}},
 ]
 
-scalars = (st.none() | st.booleans() | st.integers(-10**20, 10**20)
-           | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=12)
-           | st.sampled_from(["p_percent", "pq", "dominance", "frequency", "request", "rules",
-                              "cells", "key", "value", "summary", "shift", "relaxed"]))
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(10**20), 10**20)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=12)
+    | st.sampled_from(
+        [
+            "p_percent",
+            "pq",
+            "dominance",
+            "frequency",
+            "request",
+            "rules",
+            "cells",
+            "key",
+            "value",
+            "summary",
+            "shift",
+            "relaxed",
+        ]
+    )
+)
 json_values = st.recursive(
     scalars,
-    lambda children: (st.lists(children, max_size=5)
-                      | st.dictionaries(st.text(max_size=10) | st.sampled_from(
-                          ["cells", "rules", "key", "value", "summary", "contributions",
-                           "type", "p", "q", "k", "n", "total", "count", "largest"]),
-                          children, max_size=5)),
-    max_leaves=25)
+    lambda children: (
+        st.lists(children, max_size=5)
+        | st.dictionaries(
+            st.text(max_size=10)
+            | st.sampled_from(
+                [
+                    "cells",
+                    "rules",
+                    "key",
+                    "value",
+                    "summary",
+                    "contributions",
+                    "type",
+                    "p",
+                    "q",
+                    "k",
+                    "n",
+                    "total",
+                    "count",
+                    "largest",
+                ]
+            ),
+            children,
+            max_size=5,
+        )
+    ),
+    max_leaves=25,
+)
 
 
 def _paths(obj, prefix=()):
@@ -497,9 +673,11 @@ def _encode(obj) -> bytes:
     return json.dumps(obj).encode()
 
 
-FUZZ = settings(max_examples=200, deadline=None,
-                suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                       HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=200,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 ALLOWED = {200, 413, 422}
 
 

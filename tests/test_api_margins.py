@@ -7,8 +7,12 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-STRUCTURE = {"dimensions": [{"name": "r", "leaves": ["A", "B"], "total": "T"},
-                            {"name": "c", "leaves": ["I", "II", "III"], "total": "T"}]}
+STRUCTURE = {
+    "dimensions": [
+        {"name": "r", "leaves": ["A", "B"], "total": "T"},
+        {"name": "c", "leaves": ["I", "II", "III"], "total": "T"},
+    ]
+}
 RULES = {"rules": [{"type": "p_percent", "p": 20}, {"type": "frequency", "n": 3}]}
 
 
@@ -20,11 +24,14 @@ def contributions(amounts, holdings=None):
 def test_a_row_total_dominated_by_one_holding_is_sensitive(client):
     """Row A's leaves each look safe (three contributors), but one holding owns 150 of
     row A's 175: the computed total is a primary, with its own protection level."""
-    leaves = {("A", "I"): ([100, 10, 10], ["h", None, None]),
-              ("A", "II"): ([50, 3, 2], ["h", None, None]),
-              ("A", "III"): ([0], None),
-              ("B", "I"): ([30, 30, 30], None), ("B", "II"): ([30, 30, 30], None),
-              ("B", "III"): ([30, 30, 30], None)}
+    leaves = {
+        ("A", "I"): ([100, 10, 10], ["h", None, None]),
+        ("A", "II"): ([50, 3, 2], ["h", None, None]),
+        ("A", "III"): ([0], None),
+        ("B", "I"): ([30, 30, 30], None),
+        ("B", "II"): ([30, 30, 30], None),
+        ("B", "III"): ([30, 30, 30], None),
+    }
     cells = [{"key": list(k), "contributions": contributions(*v)} for k, v in leaves.items()]
     body = {"structure": STRUCTURE, "cells": cells, "rules": RULES}
     r = client.post("/v1/sensitivity", json={"cells": cells, "rules": RULES})
@@ -41,11 +48,13 @@ def test_a_row_total_dominated_by_one_holding_is_sensitive(client):
 
 
 def test_margin_over_a_summary_is_refused_or_sent(client):
-    cells = [{"key": ["A", "I"], "contributions": contributions([100, 90, 80])},
-             {"key": ["A", "II"], "summary": {"total": 60, "count": 3, "largest": [30, 20]}},
-             {"key": ["A", "III"], "contributions": contributions([10, 10, 10])}] + [
-        {"key": ["B", c], "contributions": contributions([30, 30, 30])}
-        for c in ("I", "II", "III")]
+    cells = [
+        {"key": ["A", "I"], "contributions": contributions([100, 90, 80])},
+        {"key": ["A", "II"], "summary": {"total": 60, "count": 3, "largest": [30, 20]}},
+        {"key": ["A", "III"], "contributions": contributions([10, 10, 10])},
+    ] + [
+        {"key": ["B", c], "contributions": contributions([30, 30, 30])} for c in ("I", "II", "III")
+    ]
     body = {"structure": STRUCTURE, "cells": cells, "rules": RULES}
     r = client.post("/v1/audit", json=body)
     assert r.status_code == 422
@@ -53,11 +62,11 @@ def test_margin_over_a_summary_is_refused_or_sent(client):
     # The first margin over A,II in table order: the grand total.
     assert detail["field"] == "cells" and "the margin ['T', 'T']" in detail["message"]
     # Sent with its own summary (and the column and grand totals above it), it is judged.
-    margins = [{"key": ["A", "T"], "summary": {"total": 360, "count": 9, "largest": [100, 90]}},
-               {"key": ["T", "II"], "summary": {"total": 150, "count": 6,
-                                                "largest": [30, 30]}},
-               {"key": ["T", "T"], "summary": {"total": 630, "count": 18,
-                                               "largest": [100, 90]}}]
+    margins = [
+        {"key": ["A", "T"], "summary": {"total": 360, "count": 9, "largest": [100, 90]}},
+        {"key": ["T", "II"], "summary": {"total": 150, "count": 6, "largest": [30, 30]}},
+        {"key": ["T", "T"], "summary": {"total": 630, "count": 18, "largest": [100, 90]}},
+    ]
     r = client.post("/v1/audit", json={**body, "cells": cells + margins})
     assert r.status_code == 200, r.text
 
@@ -79,45 +88,50 @@ def tables(draw):
 def test_leaves_only_equals_all_cells(client, leaves):
     """Sending only the leaves gives the same primaries, levels and pattern as sending
     every margin with its leaves' contributions listed (holdings spanning leaves)."""
-    leaf_cells = [{"key": list(k), "contributions": contributions(*v)}
-                  for k, v in leaves.items()]
+    leaf_cells = [{"key": list(k), "contributions": contributions(*v)} for k, v in leaves.items()]
     margin_cells = []
     for r in ("A", "B", "T"):
         for c in ("I", "II", "III", "T"):
             if r != "T" and c != "T":
                 continue
-            below = [v for (lr, lc), v in leaves.items()
-                     if r in (lr, "T") and c in (lc, "T")]
+            below = [v for (lr, lc), v in leaves.items() if r in (lr, "T") and c in (lc, "T")]
             amounts = [a for v in below for a in v[0]]
             holdings = [h for v in below for h in v[1]]
-            margin_cells.append({"key": [r, c], "contributions": contributions(amounts,
-                                                                                holdings)})
+            margin_cells.append({"key": [r, c], "contributions": contributions(amounts, holdings)})
     replies = []
     for cells in (leaf_cells, leaf_cells + margin_cells):
-        r = client.post("/v1/suppress", json={"structure": STRUCTURE, "cells": cells,
-                                              "rules": RULES})
+        r = client.post(
+            "/v1/suppress", json={"structure": STRUCTURE, "cells": cells, "rules": RULES}
+        )
         assert r.status_code == 200, r.text
         replies.append(r.json())
     a, b = replies
     assert a["cells"] == b["cells"]
     assert a["safe"] == b["safe"]
     if a["safe"]:
-        levels = [{tuple(c["key"]): c.get("upper_protection") for c in x["audit"]["cells"]}
-                  for x in replies]
+        levels = [
+            {tuple(c["key"]): c.get("upper_protection") for c in x["audit"]["cells"]}
+            for x in replies
+        ]
         assert levels[0] == levels[1]
 
 
 def test_every_cell_with_contributions_in_any_order(client):
     """Every cell sent with contributions, margins last: each keeps its own value (the
     magnitudes were once taken in request order as if it were table order)."""
-    cells = [{"key": [r, c], "contributions": contributions([10 * i + 5, 3, 2])}
-             for i, (r, c) in enumerate([(r, c) for r in "AB" for c in ("I", "II", "III")])]
+    cells = [
+        {"key": [r, c], "contributions": contributions([10 * i + 5, 3, 2])}
+        for i, (r, c) in enumerate([(r, c) for r in "AB" for c in ("I", "II", "III")])
+    ]
     totals = {}
     for cell in cells:
         r, c = cell["key"]
         for key in ((r, "T"), ("T", c), ("T", "T")):
             totals.setdefault(key, []).extend(cell["contributions"])
-    body = {"structure": STRUCTURE, "rules": RULES,
-            "cells": cells + [{"key": list(k), "contributions": v} for k, v in totals.items()]}
+    body = {
+        "structure": STRUCTURE,
+        "rules": RULES,
+        "cells": cells + [{"key": list(k), "contributions": v} for k, v in totals.items()],
+    }
     r = client.post("/v1/audit", json=body)
     assert r.status_code == 200, r.text

@@ -6,20 +6,34 @@ import pytest
 
 from tests.callers import ANALYST_KEY, FILTER_KEY
 
-TABLE_6 = {("A", "I"): 160, ("A", "II"): 380, ("A", "III"): 340, ("B", "I"): 40,
-           ("B", "II"): 80, ("B", "III"): 60, ("C", "I"): 610, ("C", "II"): 800,
-           ("C", "III"): 270}
+TABLE_6 = {
+    ("A", "I"): 160,
+    ("A", "II"): 380,
+    ("A", "III"): 340,
+    ("B", "I"): 40,
+    ("B", "II"): 80,
+    ("B", "III"): 60,
+    ("C", "I"): 610,
+    ("C", "II"): 800,
+    ("C", "III"): 270,
+}
 
 
 def body(**extra):
     # Every leaf with contributions (four equal ones but A,I's), so that the margins pool
     # them and are judged too (a margin over bare values would be refused).
-    cells = [{"key": list(k), "contributions": [{"value": v / 4}] * 4}
-             for k, v in TABLE_6.items()]
+    cells = [{"key": list(k), "contributions": [{"value": v / 4}] * 4} for k, v in TABLE_6.items()]
     cells[0] = {"key": ["A", "I"], "contributions": [{"value": 155}, {"value": 4}, {"value": 1}]}
-    out = {"structure": {"dimensions": [{"name": "size", "leaves": ["A", "B", "C"]},
-                                        {"name": "act", "leaves": ["I", "II", "III"]}]},
-           "cells": cells, "rules": {"rules": [{"type": "p_percent", "p": 20}]}}
+    out = {
+        "structure": {
+            "dimensions": [
+                {"name": "size", "leaves": ["A", "B", "C"]},
+                {"name": "act", "leaves": ["I", "II", "III"]},
+            ]
+        },
+        "cells": cells,
+        "rules": {"rules": [{"type": "p_percent", "p": 20}]},
+    }
     out.update(extra)
     return out
 
@@ -37,9 +51,17 @@ def test_table_6_pipeline(client, method):
     s = statuses(reply)
     assert s[("A", "I")] == "primary"
     assert sorted(k for k, v in s.items() if v == "secondary") == [
-        ("A", "III"), ("B", "I"), ("B", "III")]
-    assert reply["loss"] == {"cells": 4, "secondary": 3, "value": 600.0,
-                             "value_share": pytest.approx(600 / 10960), "cost": 600.0}
+        ("A", "III"),
+        ("B", "I"),
+        ("B", "III"),
+    ]
+    assert reply["loss"] == {
+        "cells": 4,
+        "secondary": 3,
+        "value": 600.0,
+        "value_share": pytest.approx(600 / 10960),
+        "cost": 600.0,
+    }
     assert len(reply["cells"]) == 16
     if method == "exact":
         assert reply["solver"]["status"] == "optimal" and reply["solver"]["gap"] == 0
@@ -47,20 +69,22 @@ def test_table_6_pipeline(client, method):
 
 def test_unity_cost_and_forbidden_key_figure(client):
     b = body(cost="unity", method="exact")
-    b["cells"][7]["constraint"] = "forbid"   # C,II
-    b["cells"][3]["constraint"] = "forbid"   # B,I
+    b["cells"][7]["constraint"] = "forbid"  # C,II
+    b["cells"][3]["constraint"] = "forbid"  # B,I
     reply = client.post("/v1/suppress", json=b).json()
     s = statuses(reply)
     assert reply["safe"] and s[("C", "II")] == "published" and s[("B", "I")] == "published"
-    assert reply["loss"]["cells"] == 4    # a 2x2 rectangle is the least count
+    assert reply["loss"]["cells"] == 4  # a 2x2 rectangle is the least count
 
 
 def test_no_safe_pattern_is_not_a_success(client):
     b = body()
-    for i in (1, 2, 3, 6):                  # A,II A,III B,I C,I: every partner of A,I
+    for i in (1, 2, 3, 6):  # A,II A,III B,I C,I: every partner of A,I
         b["cells"][i]["constraint"] = "forbid"
-    b["cells"] += [{"key": ["A", "Total"], "constraint": "forbid"},   # margins, computed
-                   {"key": ["Total", "I"], "constraint": "forbid"}]
+    b["cells"] += [
+        {"key": ["A", "Total"], "constraint": "forbid"},  # margins, computed
+        {"key": ["Total", "I"], "constraint": "forbid"},
+    ]
     reply = client.post("/v1/suppress", json=b).json()
     assert reply["safe"] is False and reply["audit"] is None and reply["loss"] is None
     assert reply["solver"]["status"] == "no_safe_pattern"
@@ -68,11 +92,14 @@ def test_no_safe_pattern_is_not_a_success(client):
     assert "secondary" not in statuses(reply).values()
 
 
-@pytest.mark.parametrize("change, field, cell", [
-    (lambda b: b.update(cost="weights"), "cost", 0),
-    (lambda b: b["cells"][0].update(constraint="forbid"), "constraint", 0),
-    (lambda b: b.update(method="best"), "method", None),
-])
+@pytest.mark.parametrize(
+    "change, field, cell",
+    [
+        (lambda b: b.update(cost="weights"), "cost", 0),
+        (lambda b: b["cells"][0].update(constraint="forbid"), "constraint", 0),
+        (lambda b: b.update(method="best"), "method", None),
+    ],
+)
 def test_bad_input(client, change, field, cell):
     b = body()
     change(b)
@@ -85,8 +112,10 @@ def test_bad_input(client, change, field, cell):
 def test_negative_values_by_the_shift(client):
     """Seed 004 section 2.2: protect the table of y = x + M (M = 50 per contributor)."""
     b = body()
-    b["cells"][0] = {"key": ["A", "I"], "contributions": [
-        {"value": 155}, {"value": 4}, {"value": -40}]}   # A,I = 119
+    b["cells"][0] = {
+        "key": ["A", "I"],
+        "contributions": [{"value": 155}, {"value": 4}, {"value": -40}],
+    }  # A,I = 119
     b["rules"]["negative_values"] = {"mode": "shift", "shift": 50}
     reply = client.post("/v1/suppress", json=b).json()
     assert reply["safe"], reply["solver"]
@@ -110,12 +139,27 @@ def test_filter_role_gets_statuses_only(make_client, key_file):
 
 def count_body(**extra):
     """A 3x3 count table with two cells below the threshold 3 in row A."""
-    counts = {("A", "I"): 1, ("A", "II"): 8, ("A", "III"): 2, ("B", "I"): 5, ("B", "II"): 7,
-              ("B", "III"): 4, ("C", "I"): 9, ("C", "II"): 6, ("C", "III"): 12}
-    out = {"structure": {"dimensions": [{"name": "size", "leaves": ["A", "B", "C"]},
-                                        {"name": "act", "leaves": ["I", "II", "III"]}]},
-           "cells": [{"key": list(k), "value": v} for k, v in counts.items()],
-           "counts": {"threshold": 3}}
+    counts = {
+        ("A", "I"): 1,
+        ("A", "II"): 8,
+        ("A", "III"): 2,
+        ("B", "I"): 5,
+        ("B", "II"): 7,
+        ("B", "III"): 4,
+        ("C", "I"): 9,
+        ("C", "II"): 6,
+        ("C", "III"): 12,
+    }
+    out = {
+        "structure": {
+            "dimensions": [
+                {"name": "size", "leaves": ["A", "B", "C"]},
+                {"name": "act", "leaves": ["I", "II", "III"]},
+            ]
+        },
+        "cells": [{"key": list(k), "value": v} for k, v in counts.items()],
+        "counts": {"threshold": 3},
+    }
     out.update(extra)
     return out
 
@@ -136,13 +180,14 @@ def test_count_table(client, method):
 
 def test_count_table_union_below_threshold_is_unsafe(client):
     body = count_body(counts={"threshold": 4})
-    body["cells"][0]["value"] = 1      # A,I = 1 and A,III = 2: union 3 < 4
+    body["cells"][0]["value"] = 1  # A,I = 1 and A,III = 2: union 3 < 4
     for cell in body["cells"]:
         cell["suppressed"] = cell["key"] in (["A", "I"], ["A", "III"], ["B", "I"], ["B", "III"])
     reply = client.post("/v1/audit", json=body).json()
     assert reply["verdict"] == "unsafe"
-    assert any(u["sensitive"] and sorted(u["cells"]) == [["A", "I"], ["A", "III"]]
-               for u in reply["unions"])
+    assert any(
+        u["sensitive"] and sorted(u["cells"]) == [["A", "I"], ["A", "III"]] for u in reply["unions"]
+    )
 
 
 def test_count_table_refuses_fractions_and_contributions(client):

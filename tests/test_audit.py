@@ -30,17 +30,22 @@ def assert_matches(result, expected):
 
 # --- golden cases of the seeds -----------------------------------------------------------
 
+
 @pytest.mark.parametrize("case", GOLDEN, ids=[c["id"] for c in GOLDEN])
 def test_golden_intervals(case):
     t, values, suppressed = golden_table(case)
     assert t.check_additivity(values) == []
     # Hidden values must not matter: the audit reads published cells only.
     hidden = np.where(suppressed, np.nan, values)
-    for result in (feasibility_intervals(t, hidden, suppressed, case["lower_bound"]),
-                   feasibility_intervals_naive(t, hidden, suppressed, case["lower_bound"])):
+    for result in (
+        feasibility_intervals(t, hidden, suppressed, case["lower_bound"]),
+        feasibility_intervals_naive(t, hidden, suppressed, case["lower_bound"]),
+    ):
         assert result.status == "optimal"
-        got = {",".join(t.key(c)): (lo, hi)
-               for c, lo, hi in zip(result.cells, result.lower, result.upper)}
+        got = {
+            ",".join(t.key(c)): (lo, hi)
+            for c, lo, hi in zip(result.cells, result.lower, result.upper)
+        }
         assert got.keys() == case["expect"].keys()
         for key, (lo, hi) in case["expect"].items():
             assert got[key] == pytest.approx((lo, hi), abs=1e-6), key
@@ -52,18 +57,21 @@ def test_golden_table_7_protection_seed_002_example_2():
     t, values, suppressed = golden_table(case)
     res = feasibility_intervals(t, values, suppressed)
     sensitive = res.cells == t.cell_index(("A", "I"))
-    check = check_protection(values[res.cells], res.lower, res.upper, 30.0, 30.0, sensitive,
-                             res.certified)
+    check = check_protection(
+        values[res.cells], res.lower, res.upper, 30.0, 30.0, sensitive, res.certified
+    )
     assert check.all_protected
     # The lower side is 80 from 160: a lower protection of 81 is 1 short.
-    check = check_protection(values[res.cells], res.lower, res.upper, 30.0, 81.0, sensitive,
-                             res.certified)
+    check = check_protection(
+        values[res.cells], res.lower, res.upper, 30.0, 81.0, sensitive, res.certified
+    )
     assert check.lower_too_close.tolist() == sensitive.tolist()
     assert check.missing_lower[sensitive].tolist() == [1.0]
     assert not check.all_protected
 
 
 # --- brute force on hierarchical, 3-D and linked tables ----------------------------------
+
 
 def two_level(groups: list[int]) -> Hierarchy:
     children = {"Total": [f"g{g}" for g in range(len(groups))]}
@@ -73,15 +81,18 @@ def two_level(groups: list[int]) -> Hierarchy:
 
 
 @settings(deadline=None, max_examples=30)
-@given(data=st.data(),
-       groups=st.lists(st.integers(1, 3), min_size=1, max_size=3),
-       n_flat=st.integers(1, 3))
+@given(
+    data=st.data(),
+    groups=st.lists(st.integers(1, 3), min_size=1, max_size=3),
+    n_flat=st.integers(1, 3),
+)
 def test_hierarchical_by_flat_matches_brute_force(data, groups, n_flat):
     t = Table([two_level(groups), Hierarchy.flat("f", [f"f{i}" for i in range(n_flat)])])
     leaves = data.draw(st.lists(st.integers(0, 20), min_size=t.n_cells, max_size=t.n_cells))
     values = t.fill_margins(np.where(t.is_leaf, leaves, 0))
-    suppressed = np.array(data.draw(st.lists(st.booleans(), min_size=t.n_cells,
-                                             max_size=t.n_cells)))
+    suppressed = np.array(
+        data.draw(st.lists(st.booleans(), min_size=t.n_cells, max_size=t.n_cells))
+    )
     res = feasibility_intervals(t, values, suppressed)
     assert_matches(res, brute_force(t.relations, values, suppressed))
     # The true table is feasible, so every interval holds the true value.
@@ -96,8 +107,16 @@ def test_fixed_hierarchy_example():
     rng = np.random.default_rng(11)
     values = t.fill_margins(np.where(t.is_leaf, rng.integers(0, 50, t.n_cells), 0))
     suppressed = np.zeros(t.n_cells, dtype=bool)
-    for key in [("A1", "x"), ("A1", "y"), ("A2", "x"), ("A2", "y"), ("B1", "z"), ("B", "z"),
-                ("B1", "Total"), ("B", "Total")]:
+    for key in [
+        ("A1", "x"),
+        ("A1", "y"),
+        ("A2", "x"),
+        ("A2", "y"),
+        ("B1", "z"),
+        ("B", "z"),
+        ("B1", "Total"),
+        ("B", "Total"),
+    ]:
         suppressed[t.cell_index(key)] = True
     res = feasibility_intervals(t, values, suppressed)
     assert_matches(res, brute_force(t.relations, values, suppressed))
@@ -113,8 +132,13 @@ def test_fixed_hierarchy_example():
 @pytest.mark.parametrize("seed", range(4))
 def test_three_way_table_matches_brute_force(seed):
     rng = np.random.default_rng(seed)
-    t = Table([Hierarchy.flat("a", ["1", "2", "3"]), Hierarchy.flat("b", ["1", "2"]),
-               Hierarchy.flat("c", ["1", "2", "3"])])
+    t = Table(
+        [
+            Hierarchy.flat("a", ["1", "2", "3"]),
+            Hierarchy.flat("b", ["1", "2"]),
+            Hierarchy.flat("c", ["1", "2", "3"]),
+        ]
+    )
     values = t.fill_margins(np.where(t.is_leaf, rng.integers(0, 30, t.n_cells), 0))
     suppressed = rng.random(t.n_cells) < 0.35
     res = feasibility_intervals(t, values, suppressed)
@@ -124,10 +148,15 @@ def test_three_way_table_matches_brute_force(seed):
 @pytest.mark.parametrize("seed", range(4))
 def test_linked_tables_match_brute_force(seed):
     rng = np.random.default_rng(100 + seed)
-    region = Hierarchy.from_children("region", {"T": ["N", "S"], "N": ["N1", "N2"],
-                                                "S": ["S1", "S2"]})
-    linked = LinkedTables([Table([region, Hierarchy.flat("size", ["s", "m", "l"])]),
-                           Table([Hierarchy.flat("nace", ["C", "F"]), region])])
+    region = Hierarchy.from_children(
+        "region", {"T": ["N", "S"], "N": ["N1", "N2"], "S": ["S1", "S2"]}
+    )
+    linked = LinkedTables(
+        [
+            Table([region, Hierarchy.flat("size", ["s", "m", "l"])]),
+            Table([Hierarchy.flat("nace", ["C", "F"]), region]),
+        ]
+    )
     union = linked.union_table
     full = union.fill_margins(np.where(union.is_leaf, rng.integers(0, 40, union.n_cells), 0))
     values = full[linked.union_index]
@@ -138,6 +167,7 @@ def test_linked_tables_match_brute_force(seed):
 
 
 # --- special cases -----------------------------------------------------------------------
+
 
 def geurts():
     return golden_table(GOLDEN[0])
@@ -154,8 +184,13 @@ def test_single_suppressed_cell_is_exact_without_lp():
 
 def test_isolated_cell_gets_its_bounds_without_lp():
     t = Table([Hierarchy.flat("r", ["1", "2"])])
-    res = feasibility_intervals(t.relations[:0], [3.0, 1.0, 2.0], np.array([False, True, False]),
-                                lower_bounds=-5.0, upper_bounds=[9.0, 7.0, 9.0])
+    res = feasibility_intervals(
+        t.relations[:0],
+        [3.0, 1.0, 2.0],
+        np.array([False, True, False]),
+        lower_bounds=-5.0,
+        upper_bounds=[9.0, 7.0, 9.0],
+    )
     assert (res.lower.tolist(), res.upper.tolist(), res.n_lp_solves) == ([-5.0], [7.0], 0)
 
 
@@ -207,8 +242,12 @@ def test_infeasible_published_values_are_reported_not_raised():
 
 def random_two_way(n=30, seed=5):
     rng = np.random.default_rng(seed)
-    t = Table([Hierarchy.flat("r", [str(i) for i in range(n)]),
-               Hierarchy.flat("c", [str(i) for i in range(n)])])
+    t = Table(
+        [
+            Hierarchy.flat("r", [str(i) for i in range(n)]),
+            Hierarchy.flat("c", [str(i) for i in range(n)]),
+        ]
+    )
     values = t.fill_margins(np.where(t.is_leaf, rng.integers(1, 100, t.n_cells), 0))
     suppressed = t.is_leaf & (rng.random(t.n_cells) < 0.2)
     return t, values, suppressed
@@ -261,8 +300,16 @@ def test_decomposition_into_independent_groups():
     t = Table([Hierarchy.flat("r", list("abcd")), Hierarchy.flat("c", list("wxyz"))])
     values = t.fill_margins(np.where(t.is_leaf, np.arange(t.n_cells) % 7 + 1, 0))
     suppressed = np.zeros(t.n_cells, dtype=bool)
-    for key in [("a", "w"), ("a", "x"), ("b", "w"), ("b", "x"),
-                ("c", "y"), ("c", "z"), ("d", "y"), ("d", "z")]:
+    for key in [
+        ("a", "w"),
+        ("a", "x"),
+        ("b", "w"),
+        ("b", "x"),
+        ("c", "y"),
+        ("c", "z"),
+        ("d", "y"),
+        ("d", "z"),
+    ]:
         suppressed[t.cell_index(key)] = True
     res = feasibility_intervals(t, values, suppressed)
     assert res.n_components == 2
@@ -277,8 +324,7 @@ def test_input_errors_name_the_field():
     with pytest.raises(InputError, match="boolean mask"):
         feasibility_intervals(t, values, suppressed.astype(int))
     with pytest.raises(InputError, match="published cell 0 has no finite value") as e:
-        feasibility_intervals(t, np.where(np.arange(t.n_cells) == 0, np.nan, values),
-                              suppressed)
+        feasibility_intervals(t, np.where(np.arange(t.n_cells) == 0, np.nan, values), suppressed)
     assert e.value.cell == 0
     with pytest.raises(InputError, match="bounds of cell 0 are empty"):
         feasibility_intervals(t, values, suppressed, lower_bounds=1.0, upper_bounds=0.0)
@@ -300,6 +346,7 @@ def test_time_is_reported():
 
 
 # --- protection check (seed 003 B.2.a.iii) -----------------------------------------------
+
 
 def test_check_protection_flags():
     values = np.array([100.0, 100.0, 100.0, 100.0, 100.0, 50.0, 100.0, 100.0])
@@ -328,13 +375,21 @@ def test_check_protection_too_narrow_and_tolerance():
     assert c.upper_too_close.tolist() == [False]
     # Shortfalls within rtol * magnitude (1e-7 * 1e6 = 0.1 here) are round-off: a
     # shortfall of 1 is flagged, one of 1e-3 is not.
-    c = check_protection([1e6, 1e6], [0.0, 0.0], [1e6 + 10 - 1, 1e6 + 10 - 1e-3],
-                         10.0, 0.0, [True, True], [True, True])
+    c = check_protection(
+        [1e6, 1e6],
+        [0.0, 0.0],
+        [1e6 + 10 - 1, 1e6 + 10 - 1e-3],
+        10.0,
+        0.0,
+        [True, True],
+        [True, True],
+    )
     assert c.upper_too_close.tolist() == [True, False]
     assert c.missing_upper.tolist() == [pytest.approx(1.0), 0.0]
     # An interval whose width is round-off is an exact disclosure even with zero levels.
-    c = check_protection([5.0, 5.0], [5.0, 5.0], [5.0 + 1e-9, 5.5], 0.0, 0.0,
-                         [True, True], [True, True])
+    c = check_protection(
+        [5.0, 5.0], [5.0, 5.0], [5.0 + 1e-9, 5.5], 0.0, 0.0, [True, True], [True, True]
+    )
     assert c.exact.tolist() == [True, False]
     assert c.protected.tolist() == [False, True]
 
@@ -346,12 +401,12 @@ def test_audit_flags_golden_table_4_width_rule():
     res = feasibility_intervals(t, values, suppressed)
     x = values[res.cells]
     sensitive = np.isin(res.cells, [t.cell_index(("A", "I")), t.cell_index(("A", "III"))])
-    c = check_protection(x, res.lower, res.upper, 0.25 * x, 0.25 * x, sensitive,
-                         res.certified)
+    c = check_protection(x, res.lower, res.upper, 0.25 * x, 0.25 * x, sensitive, res.certified)
     assert c.all_protected  # the seed's "safe according to the widths" verdict
 
 
 # --- tables accepted with an additivity tolerance ------------------------------------------
+
 
 def test_tolerance_widens_each_relation_to_a_band():
     """T = a + b + c holds only to within 0.5 (T is 35.4, the cells add to 35): the
@@ -362,11 +417,10 @@ def test_tolerance_widens_each_relation_to_a_band():
         values[t.cell_index((code,))] = v
     a, b = t.cell_index(("a",)), t.cell_index(("b",))
     only_a = np.isin(np.arange(t.n_cells), [a])
-    assert feasibility_intervals(t, values, only_a).status == "optimal"   # a pinned to 10.4
+    assert feasibility_intervals(t, values, only_a).status == "optimal"  # a pinned to 10.4
     banded = feasibility_intervals(t, values, only_a, tolerance=0.5)
     assert (banded.lower[0], banded.upper[0]) == pytest.approx((9.9, 10.9))
-    pair = feasibility_intervals(t, values, np.isin(np.arange(t.n_cells), [a, b]),
-                                 tolerance=0.5)
+    pair = feasibility_intervals(t, values, np.isin(np.arange(t.n_cells), [a, b]), tolerance=0.5)
     assert pair.status == "optimal"
     np.testing.assert_allclose(np.c_[pair.lower, pair.upper], [[0, 30.9], [0, 30.9]])
     nothing = np.zeros(t.n_cells, bool)
@@ -393,7 +447,7 @@ def test_run_counts_its_deadline_from_the_time_already_spent():
         idx = np.flatnonzero(a[r] < 0.3).astype(np.int32)
         h.addRow(-np.inf, 50.0, len(idx), idx, a[r, idx])
     h.changeColsCost(n, np.arange(n, dtype=np.int32), -rng.random(n))
-    while h.getRunTime() < 0.3:        # a model that has already run for 0.3 s
+    while h.getRunTime() < 0.3:  # a model that has already run for 0.3 s
         h.clearSolver()
         highs.run(h, time.perf_counter() + 60.0)
     h.clearSolver()

@@ -24,14 +24,20 @@ from service.metrics import Metrics
 from service.pipeline.limits import solver_seconds
 from tests.servers import ROOT, free_port, served, wait_up
 
-CELLS = [{"key": [f"c{i}"], "summary": {"total": 100.0, "count": 3, "largest": [60.0, 30.0]}}
-         for i in range(3)]
+CELLS = [
+    {"key": [f"c{i}"], "summary": {"total": 100.0, "count": 3, "largest": [60.0, 30.0]}}
+    for i in range(3)
+]
 BODY = {"cells": CELLS, "rules": {"rules": [{"type": "p_percent", "p": 10}]}}
 
 
 def metric(text: str, name: str) -> float:
     for line in text.splitlines():
-        if line.startswith(name + " ") or line.startswith(name + "{") and line.split(" ")[0] == name:
+        if (
+            line.startswith(name + " ")
+            or line.startswith(name + "{")
+            and line.split(" ")[0] == name
+        ):
             return float(line.rsplit(" ", 1)[1])
     raise AssertionError(f"{name} not in metrics")
 
@@ -69,7 +75,7 @@ def test_cancelled_request_keeps_its_slot_until_the_thread_is_done():
         await asyncio.sleep(0.05)
         task.cancel()
         await asyncio.sleep(0.01)
-        assert pool.admitted == 1   # the thread is still working on it
+        assert pool.admitted == 1  # the thread is still working on it
         with pytest.raises(compute_pool.PoolFull):
             await pool.run(lambda: None)
         gate.set()
@@ -119,10 +125,10 @@ def test_full_pool_503_with_retry_after_and_health_stays_up(monkeypatch):
     assert refused.status_code == 503 and refused.headers["retry-after"] == "1"
     assert refused.json()["error"] == "unavailable"
     assert "retry" in refused.json()["detail"][0]["message"]
-    assert refused_after < 0.5                       # at once, not queued
+    assert refused_after < 0.5  # at once, not queued
     assert health.status_code == 200 and health_after < 0.5
     assert metric(during, "sdc_pool_tasks") == 2 and metric(during, "sdc_pool_capacity") == 2
-    assert metric(during, "sdc_http_requests_in_flight") == 3   # two busy + the scrape
+    assert metric(during, "sdc_http_requests_in_flight") == 3  # two busy + the scrape
     assert [r.status_code for r in done] == [200, 200]
     assert 'sdc_rejected_requests_total{reason="overloaded"} 1.0' in after
     assert metric(after, "sdc_pool_tasks") == 0
@@ -163,24 +169,37 @@ def test_solver_outcomes_and_time_are_counted():
 
 def test_graceful_shutdown_finishes_in_flight_requests():
     """SIGTERM while a large request runs: it is answered, then the process exits."""
-    cells = [{"key": [f"c{i}"], "contributions": [{"value": 10.0 + i % 7}, {"value": 5.0},
-                                                  {"value": 1.0}, {"value": 3.0}]}
-             for i in range(40_000)]
-    body = json.dumps({"cells": cells, "rules": {"rules": [{"type": "p_percent", "p": 10}]}}).encode()
+    cells = [
+        {
+            "key": [f"c{i}"],
+            "contributions": [
+                {"value": 10.0 + i % 7},
+                {"value": 5.0},
+                {"value": 1.0},
+                {"value": 3.0},
+            ],
+        }
+        for i in range(40_000)
+    ]
+    body = json.dumps(
+        {"cells": cells, "rules": {"rules": [{"type": "p_percent", "p": 10}]}}
+    ).encode()
     port = free_port()
     env = {**os.environ, "SDC_PORT": str(port), "SDC_LOG_LEVEL": "warning"}
     env.pop("SDC_HOST", None)
     env.pop("SDC_API_KEYS_FILE", None)
-    proc = subprocess.Popen([sys.executable, "-m", "service"], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "service"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         wait_up(url, proc)
         result, answered = {}, []
 
         def call():
-            req = urllib.request.Request(url + "/v1/sensitivity", data=body,
-                                         headers={"content-type": "application/json"})
+            req = urllib.request.Request(
+                url + "/v1/sensitivity", data=body, headers={"content-type": "application/json"}
+            )
             with urllib.request.urlopen(req, timeout=60) as r:
                 result["status"] = r.status
                 result["cells"] = len(json.loads(r.read())["cells"])
@@ -188,7 +207,7 @@ def test_graceful_shutdown_finishes_in_flight_requests():
 
         thread = threading.Thread(target=call)
         thread.start()
-        time.sleep(0.3)   # the request is being read or computed
+        time.sleep(0.3)  # the request is being read or computed
         signalled = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         thread.join(60)
@@ -199,7 +218,7 @@ def test_graceful_shutdown_finishes_in_flight_requests():
             proc.kill()
             proc.wait()
     assert result == {"status": 200, "cells": 40_000}
-    assert answered[0] > signalled   # it was in flight when the signal came
+    assert answered[0] > signalled  # it was in flight when the signal came
 
 
 def test_solver_routes_never_run_inline(make_client):
@@ -208,10 +227,13 @@ def test_solver_routes_never_run_inline(make_client):
     client = make_client()
     client.app.state.pool.capacity = 0
     assert client.post("/v1/sensitivity", json=BODY).status_code == 200
-    audit = {"structure": {"dimensions": [{"name": "r", "leaves": ["a", "b"]}]},
-             "cells": [{"key": ["a"], "value": 5, "suppressed": True,
-                        "protection": {"upper": 1, "lower": 1}},
-                       {"key": ["b"], "value": 7, "suppressed": True}]}
+    audit = {
+        "structure": {"dimensions": [{"name": "r", "leaves": ["a", "b"]}]},
+        "cells": [
+            {"key": ["a"], "value": 5, "suppressed": True, "protection": {"upper": 1, "lower": 1}},
+            {"key": ["b"], "value": 7, "suppressed": True},
+        ],
+    }
     r = client.post("/v1/audit", json=audit)
     assert r.status_code == 503 and r.headers["retry-after"] == "1"
 
@@ -221,7 +243,7 @@ def test_large_bodies_refused_before_they_are_read(make_client, monkeypatch):
     client = make_client(worker_threads=1, queue_depth=0)
     pool = client.app.state.pool
     small = {**BODY, "cells": CELLS[:1]}
-    assert pool.admit_request()   # the only slot for large requests is taken
+    assert pool.admit_request()  # the only slot for large requests is taken
     r = client.post("/v1/sensitivity", json=BODY)
     assert len(r.request.content) > 200
     assert r.status_code == 503 and r.headers["retry-after"] == "1"
@@ -248,8 +270,11 @@ def test_slow_large_body_gets_408_and_frees_its_slot(monkeypatch):
     async def scenario():
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
-            slow = await c.post("/v1/sensitivity", content=trickle(), headers={
-                "content-type": "application/json", "content-length": str(len(payload))})
+            slow = await c.post(
+                "/v1/sensitivity",
+                content=trickle(),
+                headers={"content-type": "application/json", "content-length": str(len(payload))},
+            )
             ok = await c.post("/v1/sensitivity", json=BODY)
             return slow, ok, (await c.get("/metrics")).text
 
@@ -284,7 +309,7 @@ def test_drain_refuses_queued_and_new_work_and_lets_the_running_task_finish():
         assert await asyncio.wait_for(running, 5) is True
         await asyncio.sleep(0.01)
         assert pool.admitted == 0
-        pool.drain()   # idempotent
+        pool.drain()  # idempotent
         pool.shutdown()
 
     asyncio.run(scenario())
@@ -306,18 +331,19 @@ def test_shutdown_refuses_queued_requests_with_503_and_finishes_the_running_one(
     pool = app.state.pool
     replies: dict = {}
     with served(app, app.state.settings) as (server, port):
+
         def call(i):
             r = httpx.post(f"http://127.0.0.1:{port}/v1/sensitivity", json=BODY, timeout=30)
             replies[i] = (r, time.monotonic())
 
         threads = [threading.Thread(target=call, args=(i,)) for i in range(3)]
         threads[0].start()
-        _wait_for(lambda: pool.admitted == 1)   # the first one holds the thread
+        _wait_for(lambda: pool.admitted == 1)  # the first one holds the thread
         for t in threads[1:]:
             t.start()
         _wait_for(lambda: pool.admitted == 3)
         stopped = time.monotonic()
-        server.should_exit = True   # what uvicorn's SIGTERM handler does
+        server.should_exit = True  # what uvicorn's SIGTERM handler does
         for t in threads[1:]:
             t.join(10)
         try:
@@ -327,7 +353,7 @@ def test_shutdown_refuses_queued_requests_with_503_and_finishes_the_running_one(
                 assert r.json()["error"] == "unavailable"
                 assert "shutting down" in r.json()["detail"][0]["message"]
                 assert at - stopped < 2
-            assert 0 not in replies   # still running
+            assert 0 not in replies  # still running
         finally:
             gate.set()
         threads[0].join(20)
@@ -344,8 +370,11 @@ def test_a_request_cut_by_the_shutdown_period_gets_a_json_503(monkeypatch):
     app = create_app(Settings(worker_threads=1, queue_depth=0, shutdown_seconds=0.5))
     replies: list = []
     with served(app, app.state.settings) as (server, port):
-        thread = threading.Thread(target=lambda: replies.append(httpx.post(
-            f"http://127.0.0.1:{port}/v1/sensitivity", json=BODY, timeout=30)))
+        thread = threading.Thread(
+            target=lambda: replies.append(
+                httpx.post(f"http://127.0.0.1:{port}/v1/sensitivity", json=BODY, timeout=30)
+            )
+        )
         thread.start()
         _wait_for(lambda: app.state.pool.admitted == 1)
         server.should_exit = True

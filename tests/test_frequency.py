@@ -32,10 +32,17 @@ GOLDEN_COUNTS = np.array(GOLDEN["counts"])
 def _golden_config(**extra) -> fq.ExtendedThresholdConfig:
     t = GOLDEN["thresholds"]
     on = {f"rule_{r}": True for r in GOLDEN["rules_applied"]}
-    return _only(**on, t_key_abs=t["t_key_abs"], t_target_abs=t["t_target_abs"],
-                 t_key_rel=t["t_key_rel"], t_target_rel=t["t_key_rel"],
-                 t_min_cell=t["t_min"], t_min_key=t["t_min"], t_min_target=t["t_min"],
-                 **extra)
+    return _only(
+        **on,
+        t_key_abs=t["t_key_abs"],
+        t_target_abs=t["t_target_abs"],
+        t_key_rel=t["t_key_rel"],
+        t_target_rel=t["t_key_rel"],
+        t_min_cell=t["t_min"],
+        t_min_key=t["t_min"],
+        t_min_target=t["t_min"],
+        **extra,
+    )
 
 
 def _golden_labels(result) -> dict:
@@ -55,18 +62,20 @@ def test_golden_shape_and_rules():
 
 
 def test_golden_cell_flags_exactly():
-    result = fq.extended_threshold_rules(GOLDEN_COUNTS, key_axes=0, target_axes=1,
-                                         config=_golden_config())
+    result = fq.extended_threshold_rules(
+        GOLDEN_COUNTS, key_axes=0, target_axes=1, config=_golden_config()
+    )
     assert _golden_labels(result) == GOLDEN["expect_flags"]
-    assert set(result.flags) == {"1a", "1b", "2a", "3"}       # 2b off: no entry
+    assert set(result.flags) == {"1a", "1b", "2a", "3"}  # 2b off: no entry
     assert _cells(result.unsafe) == _cells(np.logical_or.reduce(list(result.flags.values())))
 
 
 def test_golden_marginal_flags():
     result = fq.extended_threshold_rules(GOLDEN_COUNTS, 0, 1, _golden_config())
     keys, cats = GOLDEN["key_values"], GOLDEN["target_categories"]
-    np.testing.assert_array_equal(result.key_marginal_counts[1],
-                                  [200, 20, 2, 20, 20, 20, 20, 4, 4, 1, 300, 301])
+    np.testing.assert_array_equal(
+        result.key_marginal_counts[1], [200, 20, 2, 20, 20, 20, 20, 4, 4, 1, 300, 301]
+    )
     np.testing.assert_array_equal(result.target_marginal_counts, [884, 21, 6, 1])
     marginal = {f"key {keys[i]}": ["3"] for i in np.flatnonzero(result.key_marginal_flags[1])}
     marginal |= {f"target {cats[i]}": ["3"] for i in np.flatnonzero(result.target_marginal_flags)}
@@ -104,12 +113,16 @@ def test_golden_inclusive_boundaries():
 
 # --- simple threshold rule ----------------------------------------------------------------
 
+
 def test_threshold_rule_zeros():
     counts = np.array([[0, 1, 2], [3, 4, 0]])
-    np.testing.assert_array_equal(fq.threshold_rule(counts, 3),
-                                  [[False, True, True], [False, False, False]])
-    np.testing.assert_array_equal(fq.threshold_rule(counts, 3, zero_cells="sensitive"),
-                                  [[True, True, True], [False, False, True]])
+    np.testing.assert_array_equal(
+        fq.threshold_rule(counts, 3), [[False, True, True], [False, False, False]]
+    )
+    np.testing.assert_array_equal(
+        fq.threshold_rule(counts, 3, zero_cells="sensitive"),
+        [[True, True, True], [False, False, True]],
+    )
     assert not fq.threshold_rule(counts, 0).any()
     np.testing.assert_array_equal(fq.threshold_rule([1.0, 5.0], 5.5), [True, True])
 
@@ -125,18 +138,21 @@ def test_threshold_rule_zeros():
 SMALL = np.array([[10, 1, 0], [4, 4, 4], [0, 0, 2]])
 
 
-@pytest.mark.parametrize("config, rule, expected", [
-    # 1a, t = 1: f_yk >= f_k - 1: k0 A 10 >= 10, k2 C 2 >= 1; k1 4 >= 11 no.
-    (dict(rule_1a=True, t_key_abs=1), "1a", {(0, 0), (2, 2)}),
-    # 1b, t = 1: f_yk >= f_y - 1: B 4 >= 4; A needs 13, C needs 5.
-    (dict(rule_1b=True, t_target_abs=1), "1b", {(1, 1)}),
-    # 2a, t = 95: k0 A 90.9 % < 95; k2 C 100 %.
-    (dict(rule_2a=True, t_key_rel=95), "2a", {(2, 2)}),
-    # 2b, t = 80: B 4/5 = 80 % (boundary, inclusive); A 10/14 = 71 %, C 4/6 = 67 %.
-    (dict(rule_2b=True, t_target_rel=80), "2b", {(1, 1)}),
-    # 3, t_min_cell = 2: the singleton k0 B.
-    (dict(rule_3=True, t_min_cell=2, t_min_key=3, t_min_target=6), "3", {(0, 1)}),
-])
+@pytest.mark.parametrize(
+    "config, rule, expected",
+    [
+        # 1a, t = 1: f_yk >= f_k - 1: k0 A 10 >= 10, k2 C 2 >= 1; k1 4 >= 11 no.
+        (dict(rule_1a=True, t_key_abs=1), "1a", {(0, 0), (2, 2)}),
+        # 1b, t = 1: f_yk >= f_y - 1: B 4 >= 4; A needs 13, C needs 5.
+        (dict(rule_1b=True, t_target_abs=1), "1b", {(1, 1)}),
+        # 2a, t = 95: k0 A 90.9 % < 95; k2 C 100 %.
+        (dict(rule_2a=True, t_key_rel=95), "2a", {(2, 2)}),
+        # 2b, t = 80: B 4/5 = 80 % (boundary, inclusive); A 10/14 = 71 %, C 4/6 = 67 %.
+        (dict(rule_2b=True, t_target_rel=80), "2b", {(1, 1)}),
+        # 3, t_min_cell = 2: the singleton k0 B.
+        (dict(rule_3=True, t_min_cell=2, t_min_key=3, t_min_target=6), "3", {(0, 1)}),
+    ],
+)
 def test_each_rule_alone(config, rule, expected):
     result = fq.extended_threshold_rules(SMALL, [0], [1], _only(**config))
     assert set(result.flags) == {rule}
@@ -149,7 +165,8 @@ def test_each_rule_alone(config, rule, expected):
 
 def test_rule_3_marginals():
     result = fq.extended_threshold_rules(
-        SMALL, 0, 1, _only(rule_3=True, t_min_cell=2, t_min_key=3, t_min_target=6))
+        SMALL, 0, 1, _only(rule_3=True, t_min_cell=2, t_min_key=3, t_min_target=6)
+    )
     np.testing.assert_array_equal(result.key_marginal_counts[1], [11, 12, 2])
     np.testing.assert_array_equal(result.key_marginal_flags[1], [False, False, True])
     np.testing.assert_array_equal(result.target_marginal_counts, [14, 5, 6])
@@ -162,15 +179,18 @@ def test_rule_3_marginals():
 
 def test_informative_zeros():
     result = fq.extended_threshold_rules(
-        SMALL, 0, 1, _only(rule_1a=True, t_key_abs=1, zero_cells="informative"))
+        SMALL, 0, 1, _only(rule_1a=True, t_key_abs=1, zero_cells="informative")
+    )
     # k0 is dominated by A, so its zero C is informative; k2 by C: its zeros A, B.
     assert _cells(result.flags["1a"]) == {(0, 0), (0, 2), (2, 0), (2, 1), (2, 2)}
     r1b = fq.extended_threshold_rules(
-        SMALL, 0, 1, _only(rule_1b=True, t_target_abs=1, zero_cells="informative"))
+        SMALL, 0, 1, _only(rule_1b=True, t_target_abs=1, zero_cells="informative")
+    )
     # column B (1, 4, 0) is dominated by k1, so its zero (k2 B) is informative
     assert _cells(r1b.flags["1b"]) == {(1, 1), (2, 1)}
     golden = fq.extended_threshold_rules(
-        GOLDEN_COUNTS, 0, 1, _golden_config(zero_cells="informative"))
+        GOLDEN_COUNTS, 0, 1, _golden_config(zero_cells="informative")
+    )
     # key 1 (200, 0, 0, 0): all of its zeros now carry 1a and 2a
     assert {(0, 1), (0, 2), (0, 3)} <= _cells(golden.flags["1a"])
     assert {(0, 1), (0, 2), (0, 3)} <= _cells(golden.flags["2a"])
@@ -201,21 +221,22 @@ def test_several_targets_rule_1a():
 
 
 def test_several_targets_rules_1b_and_3():
-    cfg = _only(rule_1b=True, t_target_abs=1, rule_3=True, t_min_cell=3, t_min_key=5,
-                t_min_target=4)
+    cfg = _only(
+        rule_1b=True, t_target_abs=1, rule_3=True, t_min_cell=3, t_min_key=5, t_min_target=4
+    )
     result = fq.extended_threshold_rules(THREE_D, [0], [1, 2], cfg)
     # f_y sums over the key only: [[8, 3], [5, 7]]; (k1, 0, 1) = 3 >= 3 - 1.
     np.testing.assert_array_equal(result.target_marginal_counts, [[8, 3], [5, 7]])
     assert _cells(result.flags["1b"]) == {(1, 0, 1)}
-    assert _cells(result.flags["3"]) == {(0, 1, 0)}                 # the 2
+    assert _cells(result.flags["3"]) == {(0, 1, 0)}  # the 2
     np.testing.assert_array_equal(result.target_marginal_flags, [[False, True], [False, False]])
     np.testing.assert_array_equal(result.key_marginal_flags[1], [[False, True], [False, False]])
-    assert not result.key_marginal_flags[2].any()                  # 5 is not < 5
+    assert not result.key_marginal_flags[2].any()  # 5 is not < 5
 
 
 def test_other_axes_held_fixed():
     """An axis that is neither key nor target splits the table into independent slices."""
-    stacked = np.stack([SMALL, SMALL.T])                           # axis 0: a by-variable
+    stacked = np.stack([SMALL, SMALL.T])  # axis 0: a by-variable
     cfg = _only(rule_1a=True, t_key_abs=1)
     result = fq.extended_threshold_rules(stacked, 1, 2, cfg)
     alone0 = fq.extended_threshold_rules(SMALL, 0, 1, cfg).flags["1a"]
@@ -243,7 +264,7 @@ def test_hierarchical_key_hand_checked():
     #   R0 A: rest 7 > 2 (1a safe); 103/110 = 93.6 % >= 90 (2a unsafe).
     # level 2: the country is checked for 2a only (R0 A unsafe); 111/130 = 85.4 %: safe.
     assert _cells(result.flags["1a"]) == {(1, 0)}
-    assert _cells(result.flags["2a"]) == {(0, 0), (1, 0)}       # m1 A from region R0
+    assert _cells(result.flags["2a"]) == {(0, 0), (1, 0)}  # m1 A from region R0
     assert _cells(result.inherited["2a"]) == {(0, 0), (1, 0)}
     assert not result.inherited["1a"].any()
     lv1, lv2 = result.levels
@@ -264,10 +285,11 @@ def test_hierarchical_key_hand_checked():
 
 def test_hierarchy_accepts_one_flat_level_and_second_key_axis():
     # two key axes (region-coded axis 0, a second key axis 1), target axis 2
-    counts = np.stack([LEAVES, LEAVES], axis=1)                    # shape (4, 2, 2)
+    counts = np.stack([LEAVES, LEAVES], axis=1)  # shape (4, 2, 2)
     cfg = _only(rule_2a=True, t_key_rel=90)
-    result = fq.extended_threshold_rules(counts, (0, 1), 2, cfg,
-                                         hierarchies={0: fq.KeyHierarchy([0, 0, 1, 1])})
+    result = fq.extended_threshold_rules(
+        counts, (0, 1), 2, cfg, hierarchies={0: fq.KeyHierarchy([0, 0, 1, 1])}
+    )
     assert _cells(result.flags["2a"]) == {(0, 0, 0), (0, 1, 0), (1, 0, 0), (1, 1, 0)}
     (lv1,) = result.levels
     assert lv1.counts.shape == (2, 2, 2)
@@ -302,12 +324,16 @@ def test_hierarchy_skip_never_changes_a_verdict(zero_cells):
 
 # --- bad input ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("counts, cell", [
-    ([[1, 2], [3, -1]], 3),
-    ([[1, 2.5], [3, 4]], 1),
-    ([[1, 2], [float("nan"), 4]], 2),
-    ([[1, 2], [float("inf"), 4]], 2),
-])
+
+@pytest.mark.parametrize(
+    "counts, cell",
+    [
+        ([[1, 2], [3, -1]], 3),
+        ([[1, 2.5], [3, 4]], 1),
+        ([[1, 2], [float("nan"), 4]], 2),
+        ([[1, 2], [float("inf"), 4]], 2),
+    ],
+)
 def test_bad_counts_name_the_cell(counts, cell):
     with pytest.raises(InputError) as e:
         fq.extended_threshold_rules(counts, 0, 1)
@@ -317,25 +343,29 @@ def test_bad_counts_name_the_cell(counts, cell):
     assert e.value.field == "counts" and e.value.cell == cell
 
 
-@pytest.mark.parametrize("counts", [[1, 2, 3], [["a", "b"], ["c", "d"]], [[True, False]],
-                                    [[1, 2], [3]]])
+@pytest.mark.parametrize(
+    "counts", [[1, 2, 3], [["a", "b"], ["c", "d"]], [[True, False]], [[1, 2], [3]]]
+)
 def test_bad_counts_shape_or_type(counts):
     with pytest.raises(InputError) as e:
         fq.extended_threshold_rules(counts, 0, 1)
     assert e.value.field == "counts"
 
 
-@pytest.mark.parametrize("keys, targets, field", [
-    (0, 0, "target_axes"),
-    ((0, 1), 1, "target_axes"),
-    (2, 1, "key_axes"),
-    (0, -3, "target_axes"),
-    ((), 1, "key_axes"),
-    (0, (), "target_axes"),
-    ((0, 0), 1, "key_axes"),
-    (0, "1", "target_axes"),
-    (0.0, 1, "key_axes"),
-])
+@pytest.mark.parametrize(
+    "keys, targets, field",
+    [
+        (0, 0, "target_axes"),
+        ((0, 1), 1, "target_axes"),
+        (2, 1, "key_axes"),
+        (0, -3, "target_axes"),
+        ((), 1, "key_axes"),
+        (0, (), "target_axes"),
+        ((0, 0), 1, "key_axes"),
+        (0, "1", "target_axes"),
+        (0.0, 1, "key_axes"),
+    ],
+)
 def test_bad_axes(keys, targets, field):
     with pytest.raises(InputError) as e:
         fq.extended_threshold_rules(SMALL, keys, targets)
@@ -347,11 +377,23 @@ def test_negative_axes_are_numpy_style():
     assert _cells(a.flags["1a"]) == {(0, 0), (2, 2)}
 
 
-@pytest.mark.parametrize("name, value", [
-    ("t_key_abs", -1), ("t_target_abs", -0.5), ("t_key_rel", 0), ("t_key_rel", 100.5),
-    ("t_target_rel", -5), ("t_target_rel", 101), ("t_min_cell", -1), ("t_min_key", -2),
-    ("t_min_target", float("nan")), ("t_key_abs", "3"), ("rule_1a", 1), ("zero_cells", "all"),
-])
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("t_key_abs", -1),
+        ("t_target_abs", -0.5),
+        ("t_key_rel", 0),
+        ("t_key_rel", 100.5),
+        ("t_target_rel", -5),
+        ("t_target_rel", 101),
+        ("t_min_cell", -1),
+        ("t_min_key", -2),
+        ("t_min_target", float("nan")),
+        ("t_key_abs", "3"),
+        ("rule_1a", 1),
+        ("zero_cells", "all"),
+    ],
+)
 def test_bad_config(name, value):
     with pytest.raises(InputError) as e:
         fq.ExtendedThresholdConfig(**{name: value})
@@ -363,15 +405,18 @@ def test_relative_threshold_100_is_allowed():
     assert _cells(fq.extended_threshold_rules(SMALL, 0, 1, cfg).flags["2a"]) == {(2, 2)}
 
 
-@pytest.mark.parametrize("hierarchies", [
-    {1: [[0, 0, 1]]},                 # on the target axis
-    {0: [[0, 0, 1, 1]]},              # 4 leaves for an axis of length 3
-    {0: [[0, 0, 1], [0, 0, 0]]},      # level 2 has 3 codes for 2 areas
-    {0: [[0, -1, 1]]},                # negative code
-    {0: []},                          # no level
-    {5: [[0, 0, 1]]},                 # axis out of range
-    [[0, 0, 1]],                      # not a mapping
-])
+@pytest.mark.parametrize(
+    "hierarchies",
+    [
+        {1: [[0, 0, 1]]},  # on the target axis
+        {0: [[0, 0, 1, 1]]},  # 4 leaves for an axis of length 3
+        {0: [[0, 0, 1], [0, 0, 0]]},  # level 2 has 3 codes for 2 areas
+        {0: [[0, -1, 1]]},  # negative code
+        {0: []},  # no level
+        {5: [[0, 0, 1]]},  # axis out of range
+        [[0, 0, 1]],  # not a mapping
+    ],
+)
 def test_bad_hierarchy(hierarchies):
     with pytest.raises(InputError) as e:
         fq.extended_threshold_rules(SMALL, 0, 1, hierarchies=hierarchies)

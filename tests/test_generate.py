@@ -14,8 +14,9 @@ def test_same_seed_same_table_other_seed_other_table():
     b = gen.preset("30x30", seed=5)
     c = gen.preset("30x30", seed=6)
     for field in ("cell", "value", "holding"):
-        np.testing.assert_array_equal(getattr(a.contributions, field),
-                                      getattr(b.contributions, field))
+        np.testing.assert_array_equal(
+            getattr(a.contributions, field), getattr(b.contributions, field)
+        )
     assert a.values.tobytes() == b.values.tobytes()
     assert not np.array_equal(a.values, c.values)
 
@@ -29,8 +30,9 @@ def test_values_are_additive_and_sums_of_contributions():
     leaf = np.bincount(g.leaf_cell, weights=g.leaf_value, minlength=g.n_cells)
     np.testing.assert_array_equal(leaf, g.leaf_values)
     c = g.contributions
-    np.testing.assert_array_equal(np.bincount(c.cell, weights=c.value, minlength=g.n_cells),
-                                  g.values)
+    np.testing.assert_array_equal(
+        np.bincount(c.cell, weights=c.value, minlength=g.n_cells), g.values
+    )
     assert (g.leaf_value >= 1).all() and (g.leaf_value == np.round(g.leaf_value)).all()
 
 
@@ -44,8 +46,7 @@ def test_margins_hold_the_union_of_their_leaves_respondents():
     assert g.counts[total] == np.unique(g.leaf_holding).size
     # A subtotal holds exactly the contributions of its leaves (ag1 = a3, a4, a5).
     below = np.isin(g.leaf_cell, [t.cell_index((f"a{i}", "b2")) for i in (3, 4, 5)])
-    np.testing.assert_array_equal(np.sort(c.value[c.cell == group]),
-                                  np.sort(g.leaf_value[below]))
+    np.testing.assert_array_equal(np.sort(c.value[c.cell == group]), np.sort(g.leaf_value[below]))
     # Magnitudes sum a holding's contributions within a cell: counts agree.
     m = g.magnitudes()
     np.testing.assert_array_equal(m.count, g.counts)
@@ -64,8 +65,7 @@ def test_shared_holdings_stay_in_their_row():
 @pytest.mark.parametrize("shares", [(0.1, 0.1, 0.1), (0.3, 0.05, 0.2)])
 def test_shares_of_empty_singleton_and_pair_cells(shares):
     empty, single, pair = shares
-    g = gen.generate((100, 100), seed=9, empty_share=empty, singleton_share=single,
-                     pair_share=pair)
+    g = gen.generate((100, 100), seed=9, empty_share=empty, singleton_share=single, pair_share=pair)
     n = g.counts[g.table.is_leaf]
     assert n.size == 10_000
     # Binomial standard error at 10,000 cells is at most 0.005; allow 4 of them.
@@ -77,7 +77,7 @@ def test_shares_of_empty_singleton_and_pair_cells(shares):
 
 def test_pareto_amounts_are_heavier_tailed_than_lognormal():
     p = gen.generate((40, 40), seed=1, distribution="pareto", alpha=1.1)
-    assert p.leaf_value.min() >= 1000      # scale * (1 + Lomax) >= scale
+    assert p.leaf_value.min() >= 1000  # scale * (1 + Lomax) >= scale
     assert np.max(p.leaf_value) / np.median(p.leaf_value) > 100
 
 
@@ -92,15 +92,25 @@ def test_rules_find_sensitive_leaves_and_some_margins():
     assert verdict.sensitive[small].all()
     assert verdict.sensitive[leaf & (g.counts >= 3)].any()
     assert 0.08 < verdict.sensitive[leaf].mean() < 0.15
-    assert not verdict.sensitive[g.counts == 0].any()       # empty cells are not sensitive
+    assert not verdict.sensitive[g.counts == 0].any()  # empty cells are not sensitive
 
 
 def test_sizes_of_the_presets():
-    cells = {name: int(np.prod([n + 1 + (g or 0) for n, g in
-                                zip(kw["shape"], kw.get("groups") or [None] * 3)]))
-             for name, kw in gen.SIZES.items()}
-    assert cells == {"10x10": 121, "30x30": 961, "60x60 hier": 4_489, "100x100 hier": 12_321,
-                     "20x20x10": 4_851, "250x200": 50_451, "250x200 sparse": 50_451}
+    cells = {
+        name: int(
+            np.prod([n + 1 + (g or 0) for n, g in zip(kw["shape"], kw.get("groups") or [None] * 3)])
+        )
+        for name, kw in gen.SIZES.items()
+    }
+    assert cells == {
+        "10x10": 121,
+        "30x30": 961,
+        "60x60 hier": 4_489,
+        "100x100 hier": 12_321,
+        "20x20x10": 4_851,
+        "250x200": 50_451,
+        "250x200 sparse": 50_451,
+    }
     assert gen.preset("10x10").n_cells == 121
 
 

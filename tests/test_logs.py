@@ -18,9 +18,19 @@ from service.api import sensitivity
 ROOT = Path(__file__).resolve().parents[1]
 SECRET_VALUE = 98765.4321
 SECRET_HOLDING = "RESPONDENT-7781"
-BODY = {"cells": [{"key": ["Mining", "North"], "contributions": [
-    {"value": SECRET_VALUE, "holding": SECRET_HOLDING}, {"value": 49000}, {"value": 1000}]}],
-    "rules": {"rules": [{"type": "p_percent", "p": 10}]}}
+BODY = {
+    "cells": [
+        {
+            "key": ["Mining", "North"],
+            "contributions": [
+                {"value": SECRET_VALUE, "holding": SECRET_HOLDING},
+                {"value": 49000},
+                {"value": 1000},
+            ],
+        }
+    ],
+    "rules": {"rules": [{"type": "p_percent", "p": 10}]},
+}
 
 
 @pytest.fixture
@@ -66,11 +76,24 @@ def test_one_access_line_per_request(client, log_lines):
 
 def test_no_body_in_logs_of_refused_requests(make_client, log_lines):
     client = make_client(raise_server_exceptions=False)
-    bad = {**BODY, "cells": [{**BODY["cells"][0], "contributions": [
-        {"value": -SECRET_VALUE, "holding": SECRET_HOLDING}]}]}
+    bad = {
+        **BODY,
+        "cells": [
+            {
+                **BODY["cells"][0],
+                "contributions": [{"value": -SECRET_VALUE, "holding": SECRET_HOLDING}],
+            }
+        ],
+    }
     assert client.post("/v1/sensitivity", json=bad).status_code == 422
-    assert client.post("/v1/sensitivity", content=b'{"cells": [' + SECRET_HOLDING.encode(),
-                       headers={"content-type": "application/json"}).status_code == 422
+    assert (
+        client.post(
+            "/v1/sensitivity",
+            content=b'{"cells": [' + SECRET_HOLDING.encode(),
+            headers={"content-type": "application/json"},
+        ).status_code
+        == 422
+    )
     statuses = [x["status"] for x in log_lines() if x["logger"] == "sdc.access"]
     assert statuses == [422, 422]
     _assert_no_data(log_lines())
@@ -101,12 +124,15 @@ def test_crash_is_logged_by_type_and_frames_not_message(make_client, log_lines, 
     _assert_no_data(lines)
 
 
-@pytest.mark.parametrize("sent, echoed", [
-    ("abc-123_X.y:z", True),
-    ("has space", False),
-    ("x" * 129, False),
-    ("<script>", False),
-])
+@pytest.mark.parametrize(
+    "sent, echoed",
+    [
+        ("abc-123_X.y:z", True),
+        ("has space", False),
+        ("x" * 129, False),
+        ("<script>", False),
+    ],
+)
 def test_request_id_echoed_only_when_sane(client, log_lines, sent, echoed):
     r = client.get("/healthz", headers={"X-Request-ID": sent})
     rid = r.headers["x-request-id"]
@@ -120,7 +146,9 @@ def test_formatter_keeps_exception_messages_out():
     try:
         raise KeyError(SECRET_HOLDING)
     except KeyError:
-        record = logging.LogRecord("sdc.x", logging.ERROR, __file__, 1, "failed", (), sys.exc_info())
+        record = logging.LogRecord(
+            "sdc.x", logging.ERROR, __file__, 1, "failed", (), sys.exc_info()
+        )
     line = json.loads(logs.JSONFormatter().format(record))
     assert line["exc_type"] == "KeyError" and line["msg"] == "failed"
     assert SECRET_HOLDING not in json.dumps(line)
@@ -134,8 +162,7 @@ def test_uvicorn_access_log_is_off_and_all_json():
     assert cfg["loggers"]["sdc"]["level"] == "WARNING"
 
 
-def test_a_401_line_names_the_presented_key_id_never_the_secret(make_client, log_lines,
-                                                                 tmp_path):
+def test_a_401_line_names_the_presented_key_id_never_the_secret(make_client, log_lines, tmp_path):
     """The SDCUnauthorizedRequests alert sends the operator to the access log for the key
     id of refused requests: a 401 line carries the id presented when it is a well-formed
     id of a ``<id>.<secret>`` key (known or not), no role, and never the secret."""
@@ -144,19 +171,38 @@ def test_a_401_line_names_the_presented_key_id_never_the_secret(make_client, log
     from service import api_keys
 
     path = tmp_path / "keys.json"
-    path.write_text(json.dumps({"keys": [{"id": "portal", "role": "filter", "hash":
-                                          api_keys.hash_key("portal.right-secret-0123456789")}]}))
+    path.write_text(
+        json.dumps(
+            {
+                "keys": [
+                    {
+                        "id": "portal",
+                        "role": "filter",
+                        "hash": api_keys.hash_key("portal.right-secret-0123456789"),
+                    }
+                ]
+            }
+        )
+    )
     client = make_client(api_keys_file=path)
-    sent = {"portal.WRONG-SECRET-0000000000": "portal",        # known id, wrong secret
-            "someone-else.WRONG-SECRET-1111": "someone-else",  # unknown id
-            "WRONGSECRETWITHOUTANID2222": None,                 # a bare secret: no id to name
-            "bad id!.WRONG-SECRET-3333": None,                  # not a well-formed id
-            "": None}                                           # no key at all
+    sent = {
+        "portal.WRONG-SECRET-0000000000": "portal",  # known id, wrong secret
+        "someone-else.WRONG-SECRET-1111": "someone-else",  # unknown id
+        "WRONGSECRETWITHOUTANID2222": None,  # a bare secret: no id to name
+        "bad id!.WRONG-SECRET-3333": None,  # not a well-formed id
+        "": None,
+    }  # no key at all
     for key in sent:
         headers = {"X-API-Key": key} if key else {}
         assert client.post("/v1/sensitivity", json=BODY, headers=headers).status_code == 401
-    assert client.post("/v1/sensitivity", json=BODY, headers={
-        "Authorization": "Bearer portal.right-secret-0123456789"}).status_code == 200
+    assert (
+        client.post(
+            "/v1/sensitivity",
+            json=BODY,
+            headers={"Authorization": "Bearer portal.right-secret-0123456789"},
+        ).status_code
+        == 200
+    )
     lines = [x for x in log_lines() if x["logger"] == "sdc.access"]
     assert [x["status"] for x in lines] == [401] * len(sent) + [200]
     assert [x.get("key_id") for x in lines] == [*sent.values(), "portal"]
@@ -164,14 +210,24 @@ def test_a_401_line_names_the_presented_key_id_never_the_secret(make_client, log
     text = json.dumps(log_lines())
     assert "WRONG" not in text and "right-secret" not in text
     _assert_no_data(log_lines())
-    rules = [r for g in yaml.safe_load((ROOT / "deploy" / "prometheus" / "alerts.yml")
-                                       .read_text())["groups"] for r in g["rules"]]
+    rules = [
+        r
+        for g in yaml.safe_load((ROOT / "deploy" / "prometheus" / "alerts.yml").read_text())[
+            "groups"
+        ]
+        for r in g["rules"]
+    ]
     (alert,) = [r for r in rules if r["alert"] == "SDCUnauthorizedRequests"]
     assert "key id" in alert["annotations"]["description"]
 
 
-@pytest.mark.parametrize("port,said", [(None, "/metrics on the same port"),
-                                       ("9464", "/metrics on port 9464 only (SDC_METRICS_PORT)")])
+@pytest.mark.parametrize(
+    "port,said",
+    [
+        (None, "/metrics on the same port"),
+        ("9464", "/metrics on port 9464 only (SDC_METRICS_PORT)"),
+    ],
+)
 def test_the_start_line_says_where_the_metrics_are(monkeypatch, port, said):
     """``sdc-service`` logs where it listens, and where Prometheus scrapes."""
     import service.__main__ as entry
@@ -180,12 +236,12 @@ def test_the_start_line_says_where_the_metrics_are(monkeypatch, port, said):
         monkeypatch.delenv(name)
     if port is not None:
         monkeypatch.setenv("SDC_METRICS_PORT", port)
-    monkeypatch.setattr(entry.logs, "setup", lambda level: None)   # this process's logging
+    monkeypatch.setattr(entry.logs, "setup", lambda level: None)  # this process's logging
     monkeypatch.setattr(entry.uvicorn, "run", lambda *args, **kwargs: None)
     records: list[logging.LogRecord] = []
     start = logging.getLogger("sdc.start")
     handler = logging.Handler(logging.INFO)
-    handler.emit = records.append   # type: ignore[method-assign]
+    handler.emit = records.append  # type: ignore[method-assign]
     start.addHandler(handler)
     monkeypatch.setattr(start, "level", logging.INFO)
     try:

@@ -38,32 +38,43 @@ def test_waiver_puts_largest_unwaived_first():
 
 
 def test_all_waived_cell_is_not_protectable():
-    m = magnitudes.from_contributions(1, np.zeros(2, int), np.array([3.0, 1.0]),
-                                      waiver=np.array([True, True]))
+    m = magnitudes.from_contributions(
+        1, np.zeros(2, int), np.array([3.0, 1.0]), waiver=np.array([True, True])
+    )
     assert not m.protectable[0]
 
 
 def test_fractional_replicate_weights_share_a_slot():
     # 100 with weight 1.5 and 10 with weight 2: slot 1 is 100; slot 2 is half 100, half 10.
-    m = magnitudes.from_contributions(1, np.zeros(2, int), np.array([100.0, 10.0]),
-                                      weight=np.array([1.5, 2.0]), depth=3)
+    m = magnitudes.from_contributions(
+        1, np.zeros(2, int), np.array([100.0, 10.0]), weight=np.array([1.5, 2.0]), depth=3
+    )
     np.testing.assert_allclose(m.largest[0], [100, 55, 10])
     assert m.total[0] == 170 and m.count[0] == 3.5
 
 
 def test_sample_public_weights_subtract_weighted_values():
     # Seed 000 eq-p-percent-weighted-alt: intruders subtract w_i x_i^s, x_1^s is protected.
-    m = magnitudes.from_contributions(1, np.zeros(2, int), np.array([100.0, 1.0]),
-                                      weight=np.array([2.0, 3.0]),
-                                      weights_mode="sample_public_weights")
+    m = magnitudes.from_contributions(
+        1,
+        np.zeros(2, int),
+        np.array([100.0, 1.0]),
+        weight=np.array([2.0, 3.0]),
+        weights_mode="sample_public_weights",
+    )
     np.testing.assert_allclose(m.largest[0], [200, 3])
     assert m.target[0] == 100 and m.total[0] == 203
 
 
 def test_holdings_with_weights_refused():
     with pytest.raises(InputError, match="holdings cannot be combined") as err:
-        magnitudes.from_contributions(2, np.array([0, 1]), np.array([1.0, 2.0]),
-                                      holding=np.array([-1, 4]), weight=np.array([1.0, 2.0]))
+        magnitudes.from_contributions(
+            2,
+            np.array([0, 1]),
+            np.array([1.0, 2.0]),
+            holding=np.array([-1, 4]),
+            weight=np.array([1.0, 2.0]),
+        )
     assert err.value.cell == 1 and err.value.field == "contributions.holding"
 
 
@@ -74,36 +85,45 @@ def test_negative_refused_by_default_with_cell():
 
 
 def test_negative_allowed_when_no_concentration_rule():
-    m = magnitudes.from_contributions(1, np.zeros(2, int), np.array([1.0, -2.0]),
-                                      refuse_negative=False)
+    m = magnitudes.from_contributions(
+        1, np.zeros(2, int), np.array([1.0, -2.0]), refuse_negative=False
+    )
     assert m.value[0] == -1
 
 
 def test_absolute_contributions_after_holdings():
     # Seed 002 section 5: the holding nets +5 and -3 to 2 first, then |2|.
-    m = magnitudes.from_contributions(1, np.zeros(3, int), np.array([5.0, -3.0, -4.0]),
-                                      holding=np.array([0, 0, -1]),
-                                      negative=NegativePolicy("absolute"))
+    m = magnitudes.from_contributions(
+        1,
+        np.zeros(3, int),
+        np.array([5.0, -3.0, -4.0]),
+        holding=np.array([0, 0, -1]),
+        negative=NegativePolicy("absolute"),
+    )
     np.testing.assert_array_equal(m.largest[0], [4, 2])
     assert m.total[0] == 6 and m.value[0] == -2
 
 
 def test_shift_bound_violation_names_cell():
     with pytest.raises(InputError, match="a-priori bound") as err:
-        magnitudes.from_contributions(1, np.zeros(1, int), np.array([-20.0]),
-                                      negative=NegativePolicy("shift", shift=10.0))
+        magnitudes.from_contributions(
+            1, np.zeros(1, int), np.array([-20.0]), negative=NegativePolicy("shift", shift=10.0)
+        )
     assert err.value.cell == 0
 
 
-@pytest.mark.parametrize("total,count,largest,message", [
-    ([10.0], [-1.0], [[5.0, 3.0]], "count must be >= 0"),
-    ([10.0], [3.0], [[3.0, 5.0]], "decreasing order"),
-    ([10.0], [3.0], [[8.0, 5.0]], "more than the total"),
-    ([10.0], [1.0], [[5.0, 3.0]], "more largest contributions than contributors"),
-    ([10.0], [5.0], [[5.0, np.nan]], "needs the 2 largest"),
-    ([-10.0], [5.0], [[5.0, 3.0]], "non-negative"),
-    ([np.inf], [5.0], [[5.0, 3.0]], "finite"),
-])
+@pytest.mark.parametrize(
+    "total,count,largest,message",
+    [
+        ([10.0], [-1.0], [[5.0, 3.0]], "count must be >= 0"),
+        ([10.0], [3.0], [[3.0, 5.0]], "decreasing order"),
+        ([10.0], [3.0], [[8.0, 5.0]], "more than the total"),
+        ([10.0], [1.0], [[5.0, 3.0]], "more largest contributions than contributors"),
+        ([10.0], [5.0], [[5.0, np.nan]], "needs the 2 largest"),
+        ([-10.0], [5.0], [[5.0, 3.0]], "non-negative"),
+        ([np.inf], [5.0], [[5.0, 3.0]], "finite"),
+    ],
+)
 def test_summary_validation(total, count, largest, message):
     with pytest.raises(InputError, match=message) as err:
         magnitudes.from_summaries(np.array(total), np.array(count), np.array(largest))
@@ -116,16 +136,21 @@ def test_summary_with_fewer_contributors_than_depth_is_complete():
 
 
 def test_summary_shift_applies_seed004_eq1():
-    m = magnitudes.from_summaries(np.array([-5.0]), np.array([3.0]), np.array([[4.0, -1.0]]),
-                                  negative=NegativePolicy("shift", shift=10.0))
-    assert m.total[0] == 25.0 and m.value[0] == -5.0     # Y = X + n M
+    m = magnitudes.from_summaries(
+        np.array([-5.0]),
+        np.array([3.0]),
+        np.array([[4.0, -1.0]]),
+        negative=NegativePolicy("shift", shift=10.0),
+    )
+    assert m.total[0] == 25.0 and m.value[0] == -5.0  # Y = X + n M
     np.testing.assert_array_equal(m.largest[0], [14, 9])
 
 
 def test_merge_keeps_request_order():
     a = magnitudes.from_contributions(1, np.zeros(2, int), np.array([3.0, 1.0]))
-    b = magnitudes.from_summaries(np.array([9.0, 4.0]), np.array([2.0, 1.0]),
-                                  np.array([[5.0, 4.0], [4.0, np.nan]]))
+    b = magnitudes.from_summaries(
+        np.array([9.0, 4.0]), np.array([2.0, 1.0]), np.array([[5.0, 4.0], [4.0, np.nan]])
+    )
     m = magnitudes.merge(3, [([1], a), ([0, 2], b)])
     np.testing.assert_array_equal(m.total, [9, 4, 4])
     np.testing.assert_array_equal(m.largest, [[5, 4], [3, 1], [4, 0]])
@@ -140,6 +165,7 @@ def test_all_zero_summaries_ignore_a_shift_sent_with_another_mode():
         policy = magnitudes.NegativePolicy(mode, shift=5.0)
         m = magnitudes.from_summaries(total, count, largest, depth=1, negative=policy)
         assert m.all_zero.tolist() == [True, False]
-    shifted = magnitudes.from_summaries(total, count, largest, depth=1,
-                                        negative=magnitudes.NegativePolicy("shift", shift=5.0))
+    shifted = magnitudes.from_summaries(
+        total, count, largest, depth=1, negative=magnitudes.NegativePolicy("shift", shift=5.0)
+    )
     assert shifted.all_zero.tolist() == [True, False]

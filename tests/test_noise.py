@@ -14,11 +14,14 @@ D, W = 0.10, 0.03
 
 def _reference(enterprise: str, establishment: str, secret: bytes, d: float, w: float) -> float:
     """The documented formula, computed independently for one respondent."""
+
     def uniform(person: bytes, msg: bytes) -> float:
         key = secret if len(secret) <= 64 else hashlib.blake2b(secret).digest()
-        word = int.from_bytes(hashlib.blake2b(msg, key=key, digest_size=8,
-                                              person=person).digest(), "big")
+        word = int.from_bytes(
+            hashlib.blake2b(msg, key=key, digest_size=8, person=person).digest(), "big"
+        )
         return (word >> 11) / 2**53
+
     s = 1.0 if uniform(b"direction", enterprise.encode()) < 0.5 else -1.0
     u = uniform(b"jitter", establishment.encode())
     return 1.0 + s * (d + w * (2 * u - 1))
@@ -45,14 +48,16 @@ def test_same_ids_same_multipliers_across_calls():
     a = noise.multipliers(ent, est, SECRET, D, W)
     # another query: a subset, in another order, with other respondents around it
     order = [29, 3, 17, 0, 8]
-    b = noise.multipliers([ent[i] for i in order] + ["X"], [est[i] for i in order] + ["X1"],
-                          SECRET, D, W)
+    b = noise.multipliers(
+        [ent[i] for i in order] + ["X"], [est[i] for i in order] + ["X1"], SECRET, D, W
+    )
     np.testing.assert_array_equal(b[:-1], a[order])
     np.testing.assert_array_equal(noise.multipliers(ent, est, SECRET, D, W), a)
     # bytearray secret and integer ids hash like bytes and their decimal strings
     np.testing.assert_array_equal(
         noise.multipliers([7, 7], [70, 71], bytearray(SECRET), D, W),
-        noise.multipliers(["7", "7"], ["70", "71"], SECRET, D, W))
+        noise.multipliers(["7", "7"], ["70", "71"], SECRET, D, W),
+    )
 
 
 def test_different_secret_different_multipliers():
@@ -77,7 +82,8 @@ def test_enterprise_on_one_side_and_bounds():
     assert np.all(m[up] >= 1 + D - W) and np.all(m[up] <= 1 + D + W)
     assert np.all(m[~up] >= 1 - D - W) and np.all(m[~up] <= 1 - D + W)
     np.testing.assert_array_equal(
-        side[:, 0], noise.directions([f"E{i}" for i in range(n_ent)], SECRET))
+        side[:, 0], noise.directions([f"E{i}" for i in range(n_ent)], SECRET)
+    )
     # jitter 0: exactly 1 +- d
     m0 = noise.multipliers(ent, est, SECRET, D, 0.0)
     np.testing.assert_allclose(np.abs(m0 - 1), D, rtol=1e-12)
@@ -114,10 +120,19 @@ def test_apply_noise():
     np.testing.assert_allclose(noise.apply_noise([[1, 2]], [[1.1, 0.9]]), [[1.1, 1.8]])
 
 
-@pytest.mark.parametrize("d, jitter, field", [
-    (0.0, 0.0, "d"), (0.5, 0.1, "d"), (-0.1, 0.0, "d"), (float("nan"), 0.0, "d"),
-    (0.1, 0.1, "jitter"), (0.1, -0.01, "jitter"), (0.1, 0.2, "jitter"), (0.1, "0", "jitter"),
-])
+@pytest.mark.parametrize(
+    "d, jitter, field",
+    [
+        (0.0, 0.0, "d"),
+        (0.5, 0.1, "d"),
+        (-0.1, 0.0, "d"),
+        (float("nan"), 0.0, "d"),
+        (0.1, 0.1, "jitter"),
+        (0.1, -0.01, "jitter"),
+        (0.1, 0.2, "jitter"),
+        (0.1, "0", "jitter"),
+    ],
+)
 def test_bad_parameters(d, jitter, field):
     with pytest.raises(InputError) as e:
         noise.multipliers(["A"], ["A1"], SECRET, d, jitter)

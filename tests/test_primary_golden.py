@@ -16,8 +16,13 @@ def _magnitudes(case: dict, depth: int) -> magnitudes.Magnitudes:
     if "weighted_contributions" in case:
         values, weights = np.array(case["weighted_contributions"], float).T
         return magnitudes.from_contributions(
-            1, np.zeros(values.size, int), values, weight=weights,
-            weights_mode=case["rule"]["weights"], depth=depth)
+            1,
+            np.zeros(values.size, int),
+            values,
+            weight=weights,
+            weights_mode=case["rule"]["weights"],
+            depth=depth,
+        )
     values = np.array(case["contributions"], float)
     return magnitudes.from_contributions(1, np.zeros(values.size, int), values, depth=depth)
 
@@ -32,8 +37,9 @@ def test_primary_case(case):
     if "sensitive" in expect:
         assert bool(result.sensitive[0]) is expect["sensitive"]
     if "sensitivity_value" in expect:
-        assert result.sensitivity[0, 0] == pytest.approx(expect["sensitivity_value"],
-                                                         abs=expect["tolerance"])
+        assert result.sensitivity[0, 0] == pytest.approx(
+            expect["sensitivity_value"], abs=expect["tolerance"]
+        )
     if "upper_protection_level" in expect:
         assert result.upper_protection[0] == pytest.approx(expect["upper_protection_level"])
         assert result.lower_protection[0] == pytest.approx(expect["upper_protection_level"])
@@ -55,12 +61,18 @@ def test_conversion_case(case):
     for name, value in expect.items():
         if name in ("k1", "k2"):
             n = int(name[1])
-            hits = [e for e in found if e.kind == "dominance" and e.params["n"] == n
-                    and e.source.startswith(f"seed {seed}")]
+            hits = [
+                e
+                for e in found
+                if e.kind == "dominance"
+                and e.params["n"] == n
+                and e.source.startswith(f"seed {seed}")
+            ]
             got = [e.params["k"] for e in hits]
         else:
             want_kind = "p_percent" if name == "p" else kind
-            got = [e.params[name] for e in found if e.kind == want_kind
-                   and f"seed {seed}" in e.source]
+            got = [
+                e.params[name] for e in found if e.kind == want_kind and f"seed {seed}" in e.source
+            ]
         assert got, f"no {name} from seed {seed} among {found}"
         assert got[0] == pytest.approx(value, abs=tol)

@@ -18,10 +18,12 @@ from tests.callers import ANALYST_KEY, FILTER_KEY
 AS_FILTER = {"X-API-Key": FILTER_KEY}
 AS_ANALYST = {"X-API-Key": ANALYST_KEY}
 RULES = {"rules": [{"type": "p_percent", "p": 10}, {"type": "dominance", "n": 3, "k": 80}]}
-PROFILES = {"profiles": {
-    "online": {"rules": RULES, "filter": {"statistical": {"approach": "refuse"}}},
-    "tables": {"rules": RULES},   # no filter policy
-}}
+PROFILES = {
+    "profiles": {
+        "online": {"rules": RULES, "filter": {"statistical": {"approach": "refuse"}}},
+        "tables": {"rules": RULES},  # no filter policy
+    }
+}
 
 
 @pytest.fixture
@@ -35,9 +37,13 @@ def files(tmp_path, key_file):
 def service(make_client, files):
     """A service with a budget of 100 cells a minute and at most 60 cells a request."""
     key_file, profiles = files
-    return make_client(api_keys_file=key_file, profiles_path=profiles,
-                       profiles=Settings.from_env({"SDC_PROFILES": str(profiles)}).profiles,
-                       filter_max_cells=60, filter_cells_per_minute=100)
+    return make_client(
+        api_keys_file=key_file,
+        profiles_path=profiles,
+        profiles=Settings.from_env({"SDC_PROFILES": str(profiles)}).profiles,
+        filter_max_cells=60,
+        filter_cells_per_minute=100,
+    )
 
 
 def codes(n: int) -> list[str]:
@@ -47,23 +53,36 @@ def codes(n: int) -> list[str]:
 def body_of(route: str, n: int) -> dict:
     """A valid request of ``n`` cells for ``route``."""
     if route == "/v1/filter":
-        return {"profile": "online", "query": {"variables": ["area"]},
-                "cells": [{"key": [c], "count": 10} for c in codes(n)]}
+        return {
+            "profile": "online",
+            "query": {"variables": ["area"]},
+            "cells": [{"key": [c], "count": 10} for c in codes(n)],
+        }
     if route == "/v1/sensitivity":
-        return {"rules": RULES, "cells": [
-            {"key": [c], "contributions": [{"value": 5}, {"value": 4}, {"value": 3},
-                                           {"value": 2}]} for c in codes(n)]}
+        return {
+            "rules": RULES,
+            "cells": [
+                {
+                    "key": [c],
+                    "contributions": [{"value": 5}, {"value": 4}, {"value": 3}, {"value": 2}],
+                }
+                for c in codes(n)
+            ],
+        }
     if route == "/v1/frequency/sensitivity":
-        return {"dimensions": [{"name": "area", "codes": codes(n)}],
-                "cells": [{"key": [c], "count": 10} for c in codes(n)],
-                "rules": {"threshold": {"t": 3}}}
-    table = {"structure": {"dimensions": [{"name": "area", "leaves": codes(n)}]},
-             "cells": [{"key": [c], "value": 10} for c in codes(n)]}
+        return {
+            "dimensions": [{"name": "area", "codes": codes(n)}],
+            "cells": [{"key": [c], "count": 10} for c in codes(n)],
+            "rules": {"threshold": {"t": 3}},
+        }
+    table = {
+        "structure": {"dimensions": [{"name": "area", "leaves": codes(n)}]},
+        "cells": [{"key": [c], "value": 10} for c in codes(n)],
+    }
     return table if route == "/v1/audit" else {**table, "method": "fast"}
 
 
-ROUTES = ["/v1/filter", "/v1/sensitivity", "/v1/frequency/sensitivity", "/v1/audit",
-          "/v1/suppress"]
+ROUTES = ["/v1/filter", "/v1/sensitivity", "/v1/frequency/sensitivity", "/v1/audit", "/v1/suppress"]
 
 
 def sample(client, name: str, **labels) -> float | None:
@@ -77,6 +96,7 @@ def sample(client, name: str, **labels) -> float | None:
 
 # --- the token bucket ------------------------------------------------------------------------
 
+
 class Clock:
     def __init__(self):
         self.now = 1000.0
@@ -87,17 +107,17 @@ class Clock:
 
 def test_bucket_grants_a_minutes_worth_then_refills_at_its_rate():
     clock = Clock()
-    budget = CellBudget(600, 600, Metrics.create().filter_cells, clock=clock)   # 10 a second
+    budget = CellBudget(600, 600, Metrics.create().filter_cells, clock=clock)  # 10 a second
     assert budget.take("portal", 400) == 0.0
     assert budget.take("portal", 200) == 0.0
-    assert budget.take("portal", 50) == pytest.approx(5.0)   # empty: 50 cells take 5 s
-    assert budget.take("other", 600) == 0.0                  # every key its own bucket
+    assert budget.take("portal", 50) == pytest.approx(5.0)  # empty: 50 cells take 5 s
+    assert budget.take("other", 600) == 0.0  # every key its own bucket
     clock.now += 3.0
-    assert budget.take("portal", 50) == pytest.approx(2.0)   # 30 back, a refusal took none
+    assert budget.take("portal", 50) == pytest.approx(2.0)  # 30 back, a refusal took none
     clock.now += 2.0
     assert budget.take("portal", 50) == 0.0
     clock.now += 3600.0
-    assert budget.take("portal", 600) == 0.0                 # full, never more than full
+    assert budget.take("portal", 600) == 0.0  # full, never more than full
     assert budget.take("portal", 1) == pytest.approx(0.1)
 
 
@@ -114,6 +134,7 @@ def test_bucket_counts_each_keys_cells_by_outcome():
 
 # --- over HTTP: every route the filter role may call ----------------------------------------
 
+
 @pytest.mark.parametrize("route", ROUTES)
 def test_filter_role_cells_are_capped_per_request(service, route):
     r = service.post(route, json=body_of(route, 61), headers=AS_FILTER)
@@ -129,7 +150,7 @@ def test_filter_role_cells_are_capped_per_request(service, route):
 @pytest.mark.parametrize("route", ROUTES)
 def test_filter_role_budget_refuses_with_retry_after(service, route):
     assert service.post(route, json=body_of(route, 60), headers=AS_FILTER).status_code == 200
-    r = service.post(route, json=body_of(route, 50), headers=AS_FILTER)   # 40 left
+    r = service.post(route, json=body_of(route, 50), headers=AS_FILTER)  # 40 left
     assert r.status_code == 429, r.text
     assert r.json()["error"] == "too_many_requests"
     assert r.json()["detail"][0]["field"] == "cells"
@@ -163,9 +184,13 @@ def test_a_sweep_is_refused_within_its_first_minute(service):
     budget of 100 cells a minute the sweep gets 100 values of r a minute and no more."""
     judged = 0
     for start in range(0, 1000, 50):
-        b = {"profile": "online", "cells": [
-            {"key": [f"r{r}"], "contributions": [{"value": 100}, {"value": 100}, {"value": r}]}
-            for r in range(start, start + 50)]}
+        b = {
+            "profile": "online",
+            "cells": [
+                {"key": [f"r{r}"], "contributions": [{"value": 100}, {"value": 100}, {"value": r}]}
+                for r in range(start, start + 50)
+            ],
+        }
         r = service.post("/v1/sensitivity", json=b, headers=AS_FILTER)
         if r.status_code != 200:
             assert r.status_code == 429
@@ -187,24 +212,30 @@ def test_settings_of_the_budget():
 
 # --- messages that name no parameter ---------------------------------------------------------
 
+
 def test_too_few_largest_names_the_depth_to_analysts_only(service):
     """The profile's dominance rule reads the 3 largest: a summary with 2 of a cell's 5
     contributors is refused, and the filter role is not told how many were needed."""
-    b = {"profile": "online", "cells": [
-        {"key": ["x"], "summary": {"total": 100, "count": 5, "largest": [40, 30, 10]}},
-        {"key": ["y"], "summary": {"total": 100, "count": 5, "largest": [40, 30]}}]}
+    b = {
+        "profile": "online",
+        "cells": [
+            {"key": ["x"], "summary": {"total": 100, "count": 5, "largest": [40, 30, 10]}},
+            {"key": ["y"], "summary": {"total": 100, "count": 5, "largest": [40, 30]}},
+        ],
+    }
     as_analyst = service.post("/v1/sensitivity", json=b, headers=AS_ANALYST)
     assert as_analyst.status_code == 422
-    assert as_analyst.json()["detail"][0]["message"] == \
-        "the rule set needs the 3 largest contributions of this cell"
+    assert (
+        as_analyst.json()["detail"][0]["message"]
+        == "the rule set needs the 3 largest contributions of this cell"
+    )
     as_filter = service.post("/v1/sensitivity", json=b, headers=AS_FILTER)
     assert as_filter.status_code == 422
     detail = as_filter.json()["detail"][0]
     assert (detail["field"], detail["cell"], detail["key"]) == ("summary.largest", 1, ["y"])
     assert "3" not in detail["message"] and "largest" in detail["message"]
     # The same on the filter route (refuse approach, magnitudes by the profile's rules).
-    r = service.post("/v1/filter", json={**b, "query": {"variables": ["area"]}},
-                     headers=AS_FILTER)
+    r = service.post("/v1/filter", json={**b, "query": {"variables": ["area"]}}, headers=AS_FILTER)
     assert r.status_code == 422
     assert r.json()["detail"][0]["message"] == detail["message"]
 
@@ -217,8 +248,12 @@ def test_filter_route_answers_alike_for_missing_and_unusable_profiles(service):
         assert r.status_code == 422
         replies.append(r.json())
     assert replies[0] == replies[1]
-    assert replies[0]["detail"][0] == {"field": "profile", "cell": None, "key": None,
-                                       "message": "unknown profile"}
+    assert replies[0]["detail"][0] == {
+        "field": "profile",
+        "cell": None,
+        "key": None,
+        "message": "unknown profile",
+    }
     # Analysts may be told why.
     r = service.post("/v1/filter", json={**b, "profile": "tables"}, headers=AS_ANALYST)
     assert r.json()["detail"][0]["message"] == "the profile has no filter policy"

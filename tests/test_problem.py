@@ -28,19 +28,28 @@ def test_scalars_broadcast_and_levels_only_on_sensitive_cells():
     assert p.relations.shape == (6, 9)
 
 
-@pytest.mark.parametrize("kwargs, field, cell", [
-    (dict(values=np.ones(4)), "values", None),
-    (dict(sensitive=np.ones(3, bool)), "sensitive", None),
-    (dict(upper_protection=np.r_[0, -1.0, np.zeros(7)]), "upper_protection", 1),
-    (dict(lower_protection=np.r_[np.zeros(8), np.nan]), "lower_protection", 8),
-    (dict(lower_bounds=np.r_[0, 0, 20.0, np.zeros(6)]), "lower_bounds", 2),
-    (dict(upper_bounds=np.ones(2)), "upper_bounds", None),
-    (dict(tolerance=-1.0), "tolerance", None),
-])
+@pytest.mark.parametrize(
+    "kwargs, field, cell",
+    [
+        (dict(values=np.ones(4)), "values", None),
+        (dict(sensitive=np.ones(3, bool)), "sensitive", None),
+        (dict(upper_protection=np.r_[0, -1.0, np.zeros(7)]), "upper_protection", 1),
+        (dict(lower_protection=np.r_[np.zeros(8), np.nan]), "lower_protection", 8),
+        (dict(lower_bounds=np.r_[0, 0, 20.0, np.zeros(6)]), "lower_bounds", 2),
+        (dict(upper_bounds=np.ones(2)), "upper_bounds", None),
+        (dict(tolerance=-1.0), "tolerance", None),
+    ],
+)
 def test_errors_name_the_core_input_and_the_cell(kwargs, field, cell):
     t, x = small()
-    args = dict(values=x, sensitive=np.ones(t.n_cells, bool), upper_protection=1.0,
-                lower_protection=1.0, lower_bounds=0.0, upper_bounds=15.0)
+    args = dict(
+        values=x,
+        sensitive=np.ones(t.n_cells, bool),
+        upper_protection=1.0,
+        lower_protection=1.0,
+        lower_bounds=0.0,
+        upper_bounds=15.0,
+    )
     tolerance = kwargs.pop("tolerance", 0.0)
     args.update(kwargs)
     with pytest.raises(InputError) as err:
@@ -49,6 +58,7 @@ def test_errors_name_the_core_input_and_the_cell(kwargs, field, cell):
 
 
 def test_relations_of_drops_stored_zeros():
-    a = sp.csr_matrix((np.array([1.0, 0.0, -1.0]), np.array([0, 1, 2]), np.array([0, 3])),
-                      shape=(1, 3))
+    a = sp.csr_matrix(
+        (np.array([1.0, 0.0, -1.0]), np.array([0, 1, 2]), np.array([0, 3])), shape=(1, 3)
+    )
     assert a.nnz == 3 and relations_of(a).nnz == 2

@@ -13,9 +13,13 @@ from service.config import ConfigError, Settings
 # Unusual numbers, so that finding them in a reply cannot be a coincidence.
 SECRET_P = 17.5
 SECRET_N, SECRET_K = 3, 87.25
-SECRET_RULES = {"rules": [{"type": "p_percent", "p": SECRET_P},
-                          {"type": "dominance", "n": SECRET_N, "k": SECRET_K}],
-                "frequency_range": 7.75}
+SECRET_RULES = {
+    "rules": [
+        {"type": "p_percent", "p": SECRET_P},
+        {"type": "dominance", "n": SECRET_N, "k": SECRET_K},
+    ],
+    "frequency_range": 7.75,
+}
 SECRET_TEXTS = ["17.5", "87.25", "7.75"]
 
 CELLS = [
@@ -39,18 +43,22 @@ def write_profiles(tmp_path, profiles: dict, name: str = "profiles.json"):
 
 @pytest.fixture
 def profile_settings(tmp_path) -> Settings:
-    path = write_profiles(tmp_path, {
-        "secret": {"rules": SECRET_RULES, "disclose_measures": False},
-        "open": {"rules": SECRET_RULES, "disclose_measures": True},
-        "default": {"rules": SECRET_RULES},
-    })
+    path = write_profiles(
+        tmp_path,
+        {
+            "secret": {"rules": SECRET_RULES, "disclose_measures": False},
+            "open": {"rules": SECRET_RULES, "disclose_measures": True},
+            "default": {"rules": SECRET_RULES},
+        },
+    )
     return Settings.from_env({"SDC_PROFILES": str(path)})
 
 
 @pytest.fixture
 def profile_client(make_client, profile_settings):
-    return make_client(profiles=profile_settings.profiles,
-                       profiles_path=profile_settings.profiles_path)
+    return make_client(
+        profiles=profile_settings.profiles, profiles_path=profile_settings.profiles_path
+    )
 
 
 def by_profile(client, name: str):
@@ -66,6 +74,7 @@ def by_rules(client):
 
 
 # --------------------------------------------------------------------------- loading
+
 
 def test_profiles_are_loaded_from_the_file(profile_settings):
     assert set(profile_settings.profiles) == {"secret", "open", "default"}
@@ -90,11 +99,13 @@ def test_no_profiles_setting_means_no_profiles():
 
 # --------------------------------------------------------------------------- verdicts
 
+
 def test_profile_gives_the_same_verdicts_as_its_rules(profile_client):
     direct = by_rules(profile_client)
     named = by_profile(profile_client, "secret").json()
-    assert [(c["key"], c["status"], c["sensitive"]) for c in named["cells"]] == \
-           [(c["key"], c["status"], c["sensitive"]) for c in direct["cells"]]
+    assert [(c["key"], c["status"], c["sensitive"]) for c in named["cells"]] == [
+        (c["key"], c["status"], c["sensitive"]) for c in direct["cells"]
+    ]
     assert [c["status"] for c in named["cells"]] == ["unsafe", "unsafe", "safe", "empty"]
     assert named["summary"] == direct["summary"] == {"cells": 4, "sensitive": 2, "empty": 1}
     assert named["profile"] == "secret"
@@ -102,11 +113,16 @@ def test_profile_gives_the_same_verdicts_as_its_rules(profile_client):
 
 def test_profile_reply_keeps_totals_and_counts(profile_client):
     named = by_profile(profile_client, "secret").json()
-    assert [(c["total"], c["count"]) for c in named["cells"]] == \
-           [(1220.0, 19.0), (100.0, 4.0), (2200.0, 5.0), (0, 0)]
+    assert [(c["total"], c["count"]) for c in named["cells"]] == [
+        (1220.0, 19.0),
+        (100.0, 4.0),
+        (2200.0, 5.0),
+        (0, 0),
+    ]
 
 
 # --------------------------------------------------------------------------- confidentiality
+
 
 def test_profile_reply_does_not_contain_the_parameters(profile_client):
     text = by_profile(profile_client, "secret").text
@@ -169,19 +185,22 @@ def test_error_reply_under_a_profile_does_not_contain_the_parameters(profile_cli
 
 # --------------------------------------------------------------------------- bad files
 
+
 def test_invalid_profile_file_raises_config_error_without_the_values(tmp_path):
-    path = write_profiles(tmp_path, {"bad": {"rules": {"rules": [
-        {"type": "p_percent", "p": 117.5}]}}})
+    path = write_profiles(
+        tmp_path, {"bad": {"rules": {"rules": [{"type": "p_percent", "p": 117.5}]}}}
+    )
     with pytest.raises(ConfigError) as caught:
         Settings.from_env({"SDC_PROFILES": str(path)})
     message = str(caught.value)
     assert "117.5" not in message
-    assert "profiles.bad.rules.rules.0" in message   # the field is named
+    assert "profiles.bad.rules.rules.0" in message  # the field is named
 
 
 def test_invalid_pq_profile_does_not_reveal_p_and_q(tmp_path):
-    path = write_profiles(tmp_path, {"bad": {"rules": {"rules": [
-        {"type": "pq", "p": 17.5, "q": 12.25}]}}})   # q < p
+    path = write_profiles(
+        tmp_path, {"bad": {"rules": {"rules": [{"type": "pq", "p": 17.5, "q": 12.25}]}}}
+    )  # q < p
     with pytest.raises(ConfigError) as caught:
         Settings.from_env({"SDC_PROFILES": str(path)})
     message = str(caught.value)
@@ -189,16 +208,31 @@ def test_invalid_pq_profile_does_not_reveal_p_and_q(tmp_path):
     assert "12.25" not in message
 
 
-@pytest.mark.parametrize("content", [
-    "{not json",
-    json.dumps({"profiles": {"x": {"rules": {"rules": []}}}}),
-    json.dumps({"profiles": {"x": {"rules": {"rules": [{"type": "p_percent", "p": 10}]},
-                                   "surprise": True}}}),
-    json.dumps({"profiles": {"x": {"rules": {"rules": [{"type": "magic"}]}}}}),
-    json.dumps({"profiles": []}),
-    json.dumps({}),
-], ids=["not json", "no rules", "extra field", "unknown rule", "profiles not a mapping",
-        "no profiles"])
+@pytest.mark.parametrize(
+    "content",
+    [
+        "{not json",
+        json.dumps({"profiles": {"x": {"rules": {"rules": []}}}}),
+        json.dumps(
+            {
+                "profiles": {
+                    "x": {"rules": {"rules": [{"type": "p_percent", "p": 10}]}, "surprise": True}
+                }
+            }
+        ),
+        json.dumps({"profiles": {"x": {"rules": {"rules": [{"type": "magic"}]}}}}),
+        json.dumps({"profiles": []}),
+        json.dumps({}),
+    ],
+    ids=[
+        "not json",
+        "no rules",
+        "extra field",
+        "unknown rule",
+        "profiles not a mapping",
+        "no profiles",
+    ],
+)
 def test_malformed_profile_files_raise_config_error(tmp_path, content):
     path = tmp_path / "profiles.json"
     path.write_text(content)

@@ -14,22 +14,28 @@ SECRET = b"filter-test-secret-0123456789"
 
 # --- query filter --------------------------------------------------------------------------
 
-RULES = qf.QueryRules(max_dimensions=2, min_population=1000,
-                      min_area_population={"county": 5000},
-                      forbidden_combinations=(frozenset({"age", "occupation"}),))
+RULES = qf.QueryRules(
+    max_dimensions=2,
+    min_population=1000,
+    min_area_population={"county": 5000},
+    forbidden_combinations=(frozenset({"age", "occupation"}),),
+)
 
 
-@pytest.mark.parametrize("query, code", [
-    (qf.Query(("industry", "county"), 2000, {"county": 5000}), None),
-    (qf.Query(("industry", "county", "size"), 2000, {"county": 9000}), "too_many_variables"),
-    (qf.Query(("age", "occupation"), 2000), "forbidden_combination"),
-    (qf.Query(("age",), 2000), None),                              # half a combination
-    (qf.Query(("industry",), 999), "population_too_small"),
-    (qf.Query(("industry",), None), "population_too_small"),       # not given: not shown safe
-    (qf.Query(("county",), 2000, {"county": 4999}), "area_too_small"),
-    (qf.Query(("county",), 2000), "area_too_small"),
-    (qf.Query(("state",), 2000), None),                            # no limit on state
-])
+@pytest.mark.parametrize(
+    "query, code",
+    [
+        (qf.Query(("industry", "county"), 2000, {"county": 5000}), None),
+        (qf.Query(("industry", "county", "size"), 2000, {"county": 9000}), "too_many_variables"),
+        (qf.Query(("age", "occupation"), 2000), "forbidden_combination"),
+        (qf.Query(("age",), 2000), None),  # half a combination
+        (qf.Query(("industry",), 999), "population_too_small"),
+        (qf.Query(("industry",), None), "population_too_small"),  # not given: not shown safe
+        (qf.Query(("county",), 2000, {"county": 4999}), "area_too_small"),
+        (qf.Query(("county",), 2000), "area_too_small"),
+        (qf.Query(("state",), 2000), None),  # no limit on state
+    ],
+)
 def test_query_filter_rules(query, code):
     refusal = qf.check_query(query, RULES)
     assert (refusal.code if refusal else None) == code
@@ -45,8 +51,9 @@ def test_query_filter_without_rules_passes_everything():
 
 # --- ARMS criteria, hand-checked ------------------------------------------------------------
 
-NOISE = qf.NoiseRules(d=0.1, jitter=0.0, ratio_low=0.95, ratio_high=1.08,
-                      min_weighted_count=3, p=10)
+NOISE = qf.NoiseRules(
+    d=0.1, jitter=0.0, ratio_low=0.95, ratio_high=1.08, min_weighted_count=3, p=10
+)
 
 
 def _magnitudes(cells: list[list[float]]) -> magnitudes.Magnitudes:
@@ -60,9 +67,11 @@ def test_noise_criteria_by_hand():
     # Cell 2: 500, 400, 300, 200: U = 50 - 500 < 0, ratio 0.96: published.
     # Cell 3: 60, 40: weighted count 2 < 3 -> weighted_count; U = 6 - 0 = 6, noise 7 >= 6.
     m = _magnitudes([[900, 80, 20], [900, 80, 20], [500, 400, 300, 200], [60, 40]])
-    cells = qf.NoisyCells(true_value=np.array([1000.0, 1000, 1400, 100]),
-                          noisy_value=np.array([1050.0, 1090, 1400 * 0.96, 107]),
-                          weighted_count=np.array([3.0, 3, 4, 2]))
+    cells = qf.NoisyCells(
+        true_value=np.array([1000.0, 1000, 1400, 100]),
+        noisy_value=np.array([1050.0, 1090, 1400 * 0.96, 107]),
+        weighted_count=np.array([3.0, 3, 4, 2]),
+    )
     got = qf.noise_criteria(cells, m, NOISE)
     assert got["p_percent_noise"].tolist() == [True, False, False, False]
     assert got["noise_ratio"].tolist() == [False, True, False, False]
@@ -97,13 +106,23 @@ def test_decide():
 
 # --- configuration --------------------------------------------------------------------------
 
-NOISE_POLICY = {"approach": "noise", "d": 0.1, "jitter": 0.02, "ratio_range": [0.5, 1.5],
-                "min_weighted_count": 3, "p": 10}
+NOISE_POLICY = {
+    "approach": "noise",
+    "d": 0.1,
+    "jitter": 0.02,
+    "ratio_range": [0.5, 1.5],
+    "min_weighted_count": 3,
+    "p": 10,
+}
 
 
 def test_noise_profile_needs_a_secret():
-    profile = Profile.model_validate({"rules": {"rules": [{"type": "frequency", "n": 3}]},
-                                      "filter": {"statistical": NOISE_POLICY}})
+    profile = Profile.model_validate(
+        {
+            "rules": {"rules": [{"type": "frequency", "n": 3}]},
+            "filter": {"statistical": NOISE_POLICY},
+        }
+    )
     with pytest.raises(ConfigError, match="SDC_NOISE_SECRET"):
         Settings(profiles={"online": profile})
     assert Settings(profiles={"online": profile}, noise_secret=SECRET).profiles
@@ -116,9 +135,9 @@ def test_noise_secret_from_environment_is_checked_and_never_printed(tmp_path):
     assert s.noise_secret == SECRET
     assert SECRET.decode() not in repr(s)
     path = tmp_path / "noise-secret"
-    path.write_text(SECRET.decode() + "\n")      # as a mounted Secret may end
+    path.write_text(SECRET.decode() + "\n")  # as a mounted Secret may end
     assert Settings.from_env({"SDC_NOISE_SECRET_FILE": str(path)}).noise_secret == SECRET
-    path.write_text("REPLACE with: python -c 'import secrets; ...'")   # the template's
+    path.write_text("REPLACE with: python -c 'import secrets; ...'")  # the template's
     with pytest.raises(ConfigError, match="white space"):
         Settings.from_env({"SDC_NOISE_SECRET_FILE": str(path)})
     with pytest.raises(ConfigError, match="not both"):

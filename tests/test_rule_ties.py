@@ -12,10 +12,16 @@ import numpy as np
 import pytest
 
 from service.sdc import magnitudes, primary
-from service.sdc.rules import (TIE_RTOL, Dominance, MinimumFrequency, PPercent,
-                               PriorPosterior, RequestRule)
+from service.sdc.rules import (
+    TIE_RTOL,
+    Dominance,
+    MinimumFrequency,
+    PPercent,
+    PriorPosterior,
+    RequestRule,
+)
 
-OFF = 1e-6   # relative distance from the tie of the "just off" cases (>> TIE_RTOL)
+OFF = 1e-6  # relative distance from the tie of the "just off" cases (>> TIE_RTOL)
 
 
 def cell(values, request=None, weight=None, depth=3):
@@ -23,15 +29,19 @@ def cell(values, request=None, weight=None, depth=3):
     cells = np.zeros(values.size, int)
     weight = None if weight is None else np.asarray(weight, float)
     request = None if request is None else np.asarray(request, bool)
-    return magnitudes.from_contributions(1, cells, values, depth=depth, weight=weight,
-                                         request=request)
+    return magnitudes.from_contributions(
+        1, cells, values, depth=depth, weight=weight, request=request
+    )
 
 
 def verdict(rule, m):
     """(sensitive, upper protection level, reported S) of the one cell of ``m``."""
     result = primary.assess(m, primary.RuleSet(rules=(rule,)))
-    return (bool(result.sensitive[0]), float(result.upper_protection[0]),
-            float(result.sensitivity[0, 0]))
+    return (
+        bool(result.sensitive[0]),
+        float(result.upper_protection[0]),
+        float(result.sensitivity[0, 0]),
+    )
 
 
 # (rule, contributions, requested flags, sign of the floating-point S at the tie)
@@ -54,8 +64,9 @@ TIES = [
     # r = k/100 X, the requester the largest contributor or not.
     pytest.param(RequestRule(60), [0.6, 0.3, 0.1], [True, False, False], +1, id="request-pos"),
     pytest.param(RequestRule(60), [0.3, 0.1, 0.1], [True, False, False], -1, id="request-neg"),
-    pytest.param(RequestRule(25), [0.2, 0.5, 0.1], [True, False, False], +1,
-                 id="request-not-largest-pos"),
+    pytest.param(
+        RequestRule(25), [0.2, 0.5, 0.1], [True, False, False], +1, id="request-not-largest-pos"
+    ),
 ]
 
 
@@ -67,10 +78,10 @@ def test_exact_tie_follows_the_rules_own_comparison(rule, values, asked, sign):
     assert np.sign(raw) == sign
     assert abs(raw) <= rule.tie_tolerance(m)[0]
     sensitive, level, s = verdict(rule, m)
-    assert s == 0.0                                  # reported as the exact tie it is
-    assert sensitive is isinstance(rule, PriorPosterior)   # S >= 0 fires, S > 0 does not
-    assert level == 0.0                              # a tie needs no protection
-    assert rule.upper_protection(m)[0] == 0.0        # also read directly (query filter)
+    assert s == 0.0  # reported as the exact tie it is
+    assert sensitive is isinstance(rule, PriorPosterior)  # S >= 0 fires, S > 0 does not
+    assert level == 0.0  # a tie needs no protection
+    assert rule.upper_protection(m)[0] == 0.0  # also read directly (query filter)
     # fires on the floating-point S with the magnitudes gives the same verdict
     assert bool(rule.fires(np.array([raw]), m)[0]) is sensitive
     assert bool(rule.fires(rule.sensitivity(m))[0]) is sensitive
@@ -104,7 +115,7 @@ def test_just_below_the_tie_does_not_fire(rule, values, asked, sign):
     assert s < -10 * rule.tie_tolerance(m)[0]
     assert not sensitive
     assert level == 0.0
-    assert rule.upper_protection(m)[0] < 0     # the level formula itself stays signed
+    assert rule.upper_protection(m)[0] < 0  # the level formula itself stays signed
 
 
 @pytest.mark.parametrize("scale", [1e-6, 1e3, 1e9, 1e12])
@@ -162,11 +173,15 @@ def test_all_zero_cell_is_unchanged():
 # Minimum frequency: counts compare exactly; weighted counts (sums of weights) that are n
 # in real arithmetic are ties.
 
-@pytest.mark.parametrize("weight, n_obs, sign", [
-    (0.3, 10, +1),   # 0.3 x 10 = 2.9999999999999996: S = 3 - N > 0 in floating point
-    (0.1, 30, -1),   # 0.1 x 30 = 3.0000000000000013
-    (0.2, 15, -1),   # 3.0000000000000004
-])
+
+@pytest.mark.parametrize(
+    "weight, n_obs, sign",
+    [
+        (0.3, 10, +1),  # 0.3 x 10 = 2.9999999999999996: S = 3 - N > 0 in floating point
+        (0.1, 30, -1),  # 0.1 x 30 = 3.0000000000000013
+        (0.2, 15, -1),  # 3.0000000000000004
+    ],
+)
 def test_frequency_weighted_tie_is_safe(weight, n_obs, sign):
     rule = MinimumFrequency(3)
     m = cell(np.ones(n_obs), weight=np.full(n_obs, weight))
@@ -189,7 +204,7 @@ def test_frequency_integer_counts_are_exact(n_obs):
     rule = MinimumFrequency(3)
     m = cell(np.full(n_obs, 5.0))
     assert verdict(rule, m)[0] is (n_obs < 3)
-    assert rule.tie_tolerance(m)[0] < 1e-6      # far below one contributor
+    assert rule.tie_tolerance(m)[0] < 1e-6  # far below one contributor
 
 
 def test_frequency_large_counts_stay_exact():

@@ -2,7 +2,8 @@
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from service.sdc import conversions, magnitudes, primary
 from service.sdc.rules import Dominance, MinimumFrequency, PPercent, PriorPosterior
@@ -15,8 +16,9 @@ percent = st.floats(0.5, 99.5, allow_nan=False)
 
 def measure(rule, values, **kw):
     values = np.asarray(values, float)
-    m = magnitudes.from_contributions(1, np.zeros(values.size, int), values,
-                                      depth=max(2, rule.depth), **kw)
+    m = magnitudes.from_contributions(
+        1, np.zeros(values.size, int), values, depth=max(2, rule.depth), **kw
+    )
     return rule.sensitivity(m)[0], m
 
 
@@ -65,9 +67,17 @@ def test_pq_is_p_star_percent(values, p, ratio):
     assert s_pq == pytest.approx(s_p, rel=1e-9, abs=1e-6)
 
 
-rules_under_test = st.sampled_from([
-    Dominance(1, 85), Dominance(2, 90), Dominance(3, 75), PPercent(10), PPercent(25, c=2),
-    PriorPosterior(10, 50), MinimumFrequency(3)])
+rules_under_test = st.sampled_from(
+    [
+        Dominance(1, 85),
+        Dominance(2, 90),
+        Dominance(3, 75),
+        PPercent(10),
+        PPercent(25, c=2),
+        PriorPosterior(10, 50),
+        MinimumFrequency(3),
+    ]
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -90,15 +100,20 @@ def test_subadditivity(a, b, rule):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 1000).map(float)), min_size=1,
-                max_size=15), rules_under_test)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 5), st.integers(0, 1000).map(float)), min_size=1, max_size=15
+    ),
+    rules_under_test,
+)
 def test_holdings_summed_equal_preaggregated(rows, rule):
     """Seed 000 Holdings: sending a holding's contributions separately with its id gives
     the measure of sending their sum as one contribution."""
     holding = np.array([h for h, _ in rows])
     values = np.array([v for _, v in rows])
-    m_split = magnitudes.from_contributions(1, np.zeros(len(rows), int), values,
-                                            holding=holding, depth=3)
+    m_split = magnitudes.from_contributions(
+        1, np.zeros(len(rows), int), values, holding=holding, depth=3
+    )
     summed = np.bincount(holding, weights=values)[np.unique(holding)]
     m_sum = magnitudes.from_contributions(1, np.zeros(summed.size, int), summed, depth=3)
     assert rule.sensitivity(m_split)[0] == pytest.approx(rule.sensitivity(m_sum)[0], abs=1e-6)
@@ -106,14 +121,17 @@ def test_holdings_summed_equal_preaggregated(rows, rule):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 1000).map(float), st.integers(1, 6)), min_size=1,
-                max_size=8), rules_under_test)
+@given(
+    st.lists(st.tuples(st.integers(0, 1000).map(float), st.integers(1, 6)), min_size=1, max_size=8),
+    rules_under_test,
+)
 def test_integer_replicate_weights_equal_explicit_replication(rows, rule):
     """Seed 000 Sampling weights: an integer weight w stands for w equal contributions."""
     values = np.array([v for v, _ in rows])
     weights = np.array([w for _, w in rows], float)
-    m_w = magnitudes.from_contributions(1, np.zeros(len(rows), int), values, weight=weights,
-                                        depth=3)
+    m_w = magnitudes.from_contributions(
+        1, np.zeros(len(rows), int), values, weight=weights, depth=3
+    )
     replicated = np.repeat(values, weights.astype(int))
     m_r = magnitudes.from_contributions(1, np.zeros(replicated.size, int), replicated, depth=3)
     np.testing.assert_allclose(m_w.largest, m_r.largest)
@@ -137,18 +155,20 @@ def test_protection_level_positive_exactly_when_needed(values, rule):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.integers(-1000, 1000).map(float), min_size=1, max_size=10),
-       st.floats(1.5, 10))
+@given(st.lists(st.integers(-1000, 1000).map(float), min_size=1, max_size=10), st.floats(1.5, 10))
 def test_relaxed_is_absolute_with_relaxed_parameters(values, f):
     """Seed 004 strategy 1: mode 'relaxed' is the rule with p/f on absolute contributions."""
     values = np.asarray(values)
     cell = np.zeros(values.size, int)
-    relaxed = primary.RuleSet((PPercent(20),), negative=magnitudes.NegativePolicy("relaxed", factor=f))
+    relaxed = primary.RuleSet(
+        (PPercent(20),), negative=magnitudes.NegativePolicy("relaxed", factor=f)
+    )
     m = magnitudes.from_contributions(1, cell, values, negative=relaxed.negative)
     by_hand = primary.RuleSet((PPercent(20 / f),), negative=magnitudes.NegativePolicy("absolute"))
     m_abs = magnitudes.from_contributions(1, cell, values, negative=by_hand.negative)
     assert primary.assess(m, relaxed).sensitivity[0, 0] == pytest.approx(
-        primary.assess(m_abs, by_hand).sensitivity[0, 0])
+        primary.assess(m_abs, by_hand).sensitivity[0, 0]
+    )
 
 
 def test_shift_matches_seed004_closed_form():
@@ -156,11 +176,12 @@ def test_shift_matches_seed004_closed_form():
     p/100 x1 - (X - x1 - x2) - M((n-2) - p/100), up to the factor p/100 of normalisation."""
     x = np.array([500.0, -40.0, 30.0, -200.0, 10.0])
     big_m, p = 1000.0, 10.0
-    m = magnitudes.from_contributions(1, np.zeros(x.size, int), x,
-                                      negative=magnitudes.NegativePolicy("shift", shift=big_m))
+    m = magnitudes.from_contributions(
+        1, np.zeros(x.size, int), x, negative=magnitudes.NegativePolicy("shift", shift=big_m)
+    )
     s = PPercent(p).sensitivity(m)[0]
     xs = np.sort(x)[::-1]
     closed = p / 100 * xs[0] - (x.sum() - xs[0] - xs[1]) - big_m * ((x.size - 2) - p / 100)
     assert p / 100 * s == pytest.approx(closed)
-    assert m.value[0] == pytest.approx(x.sum())          # the published value is untouched
-    assert m.total[0] == pytest.approx(x.sum() + x.size * big_m)   # Y = X + n M, seed 004 (1)
+    assert m.value[0] == pytest.approx(x.sum())  # the published value is untouched
+    assert m.total[0] == pytest.approx(x.sum() + x.size * big_m)  # Y = X + n M, seed 004 (1)

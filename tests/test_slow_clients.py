@@ -21,17 +21,26 @@ from service.app import SERVER_STATE, create_app
 from service.config import Settings
 from tests.servers import served
 
-CELLS = [{"key": [f"c{i}"], "summary": {"total": 100.0, "count": 3, "largest": [60.0, 30.0]}}
-         for i in range(40)]
+CELLS = [
+    {"key": [f"c{i}"], "summary": {"total": 100.0, "count": 3, "largest": [60.0, 30.0]}}
+    for i in range(40)
+]
 BODY = json.dumps({"cells": CELLS, "rules": {"rules": [{"type": "p_percent", "p": 10}]}}).encode()
 #: Short limits, so that each case takes about a second.
-FAST = dict(header_seconds=0.5, body_seconds=30, min_bytes_per_second=1000,
-            rate_grace_seconds=0.5, max_header_bytes=4096, worker_threads=1, queue_depth=2)
+FAST = dict(
+    header_seconds=0.5,
+    body_seconds=30,
+    min_bytes_per_second=1000,
+    rate_grace_seconds=0.5,
+    max_header_bytes=4096,
+    worker_threads=1,
+    queue_depth=2,
+)
 
 
 def connect(port: int, rcvbuf: int | None = None) -> socket.socket:
     sock = socket.socket()
-    if rcvbuf is not None:   # before connect, so that the window stays small
+    if rcvbuf is not None:  # before connect, so that the window stays small
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
     sock.settimeout(10)
     sock.connect(("127.0.0.1", port))
@@ -63,13 +72,19 @@ def closed_by_server(sock: socket.socket) -> bool:
 
 
 def post_head(path: str, length: int) -> bytes:
-    return (f"POST {path} HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {length}\r\n\r\n").encode()
+    return (
+        f"POST {path} HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {length}\r\n\r\n"
+    ).encode()
 
 
 def rejected(app, reason: str) -> float:
-    return app.state.metrics.registry.get_sample_value(
-        "sdc_rejected_requests_total", {"reason": reason}) or 0.0
+    return (
+        app.state.metrics.registry.get_sample_value(
+            "sdc_rejected_requests_total", {"reason": reason}
+        )
+        or 0.0
+    )
 
 
 def test_idle_and_slow_heads_are_closed_after_the_header_time():
@@ -77,7 +92,7 @@ def test_idle_and_slow_heads_are_closed_after_the_header_time():
     with served(app, app.state.settings) as (_, port):
         idle = connect(port)
         start = time.monotonic()
-        assert closed_by_server(idle)   # nothing sent: closed without a reply
+        assert closed_by_server(idle)  # nothing sent: closed without a reply
         assert 0.4 < time.monotonic() - start < 3
 
         partial = connect(port)
@@ -96,7 +111,7 @@ def test_idle_and_slow_heads_are_closed_after_the_header_time():
         head = b"GET /healthz HTTP/1.1\r\nHost: t\r\nX-Slow: " + b"x" * 40
         for byte in head:
             if select.select([drip], [], [], 0.1)[0]:
-                break   # answered (reading on would risk a reset that hides the reply)
+                break  # answered (reading on would risk a reset that hides the reply)
             drip.sendall(bytes([byte]))
         assert read_reply(drip)[0] == 408 and time.monotonic() - start < 3
 
@@ -108,7 +123,7 @@ def test_idle_and_slow_heads_are_closed_after_the_header_time():
         assert read_reply(kept)[0] == 408
 
         assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10).status_code == 200
-        assert rejected(app, "timeout") == 3   # the idle connection sent no request
+        assert rejected(app, "timeout") == 3  # the idle connection sent no request
 
 
 def test_oversized_head_gets_431_and_a_large_one_within_the_limit_is_served():
@@ -177,8 +192,10 @@ def test_bodies_below_the_minimum_pace_get_408_at_once_and_free_their_slots(monk
     assert len(BODY) > 1000
     with served(app, app.state.settings) as (_, port):
         results: list = []
-        slow = [threading.Thread(target=drip_body, args=(port, "/v1/sensitivity", 50_000,
-                                                         results)) for _ in range(3)]
+        slow = [
+            threading.Thread(target=drip_body, args=(port, "/v1/sensitivity", 50_000, results))
+            for _ in range(3)
+        ]
         for t in slow:
             t.start()
         time.sleep(0.2)
@@ -210,8 +227,8 @@ def test_a_body_sent_at_the_minimum_pace_is_accepted():
         sock.sendall(post_head("/v1/sensitivity", len(BODY)))
         step = len(BODY) // 10 + 1
         start = time.monotonic()
-        for i in range(0, len(BODY), step):   # about 10x the minimum pace, for over a second
-            sock.sendall(BODY[i:i + step])
+        for i in range(0, len(BODY), step):  # about 10x the minimum pace, for over a second
+            sock.sendall(BODY[i : i + step])
             time.sleep(0.12)
         status, _, body = read_reply(sock)
         assert time.monotonic() - start > FAST["rate_grace_seconds"] * 2
@@ -226,7 +243,7 @@ def test_an_unread_request_body_cannot_hold_the_connection():
         prompt = connect(port)
         prompt.sendall(post_head("/nowhere", 20_000) + b" " * 20_000)
         assert read_reply(prompt)[0] == 404
-        time.sleep(1.3)   # past body_seconds: the body was complete, nothing to close
+        time.sleep(1.3)  # past body_seconds: the body was complete, nothing to close
         prompt.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
         assert read_reply(prompt)[0] == 200
 
@@ -236,7 +253,7 @@ def test_an_unread_request_body_cannot_hold_the_connection():
         start = time.monotonic()
         with contextlib.suppress(OSError):
             while time.monotonic() - start < 5:
-                slow.sendall(b" ")   # each byte would reset uvicorn's keep-alive timer
+                slow.sendall(b" ")  # each byte would reset uvicorn's keep-alive timer
                 time.sleep(0.05)
         assert 0.8 < time.monotonic() - start < 3
         assert closed_by_server(slow)
@@ -254,16 +271,24 @@ def big_reply_app(size: int, settings: Settings):
             await receive()
             await send({"type": "lifespan.shutdown.complete"})
             return
-        await send({"type": "http.response.start", "status": 200, "headers": [
-            (b"content-type", b"application/octet-stream"),
-            (b"content-length", str(size).encode())]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [
+                    (b"content-type", b"application/octet-stream"),
+                    (b"content-length", str(size).encode()),
+                ],
+            }
+        )
         await send({"type": "http.response.body", "body": b"r" * size})
         sent.append(time.monotonic())
 
     async def lifespan_app(scope, receive, send):
         if scope["type"] == "lifespan":
-            scope["state"][SERVER_STATE] = SimpleNamespace(settings=settings, metrics=None,
-                                                           pool=None)
+            scope["state"][SERVER_STATE] = SimpleNamespace(
+                settings=settings, metrics=None, pool=None
+            )
         await app(scope, receive, send)
 
     return lifespan_app, sent
@@ -290,12 +315,11 @@ def test_an_unread_reply_is_dropped_after_the_grace():
         with contextlib.suppress(ConnectionResetError):
             while chunk := sock.recv(1 << 20):
                 received += len(chunk)
-        assert received < 32 * 2**20   # most of the reply was dropped, not delivered
+        assert received < 32 * 2**20  # most of the reply was dropped, not delivered
 
 
 def test_a_reader_keeping_the_pace_gets_the_whole_reply():
-    settings = Settings(**{**FAST, "rate_grace_seconds": 0.3,
-                           "min_bytes_per_second": 256 * 1024})
+    settings = Settings(**{**FAST, "rate_grace_seconds": 0.3, "min_bytes_per_second": 256 * 1024})
     size = 8 * 2**20
     app, _ = big_reply_app(size, settings)
     with served(app, settings) as (_, port):
@@ -310,14 +334,20 @@ def test_a_reader_keeping_the_pace_gets_the_whole_reply():
             chunk = sock.recv(65536)
             assert chunk, f"closed after {got} of {size} bytes"
             got += len(chunk)
-            time.sleep(0.005)   # a few MB/s: slow, but over the minimum pace
+            time.sleep(0.005)  # a few MB/s: slow, but over the minimum pace
         assert got == size and time.monotonic() - start > 0.3
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "inf", "x"])
 def test_new_settings_refuse_nonsense(value):
     from service.config import ConfigError
-    for name in ("SDC_HEADER_SECONDS", "SDC_MIN_BYTES_PER_SECOND", "SDC_RATE_GRACE_SECONDS",
-                 "SDC_MAX_CONNECTIONS", "SDC_MAX_HEADER_BYTES"):
+
+    for name in (
+        "SDC_HEADER_SECONDS",
+        "SDC_MIN_BYTES_PER_SECOND",
+        "SDC_RATE_GRACE_SECONDS",
+        "SDC_MAX_CONNECTIONS",
+        "SDC_MAX_HEADER_BYTES",
+    ):
         with pytest.raises(ConfigError):
             Settings.from_env({name: value})

@@ -198,8 +198,13 @@ def test_capacity_cuts_are_tight_where_made_and_valid_elsewhere(seed, sense):
     t, x = seed_table(TABLE_6)
     sens = np.zeros(t.n_cells, bool)
     sens[t.cell_index(("A", "I"))] = True
-    p = prepare(TableProblem.of(t, x, sens, 30.0 * sens, 30.0 * sens),
-                cell_costs("value", x), None, None, time.perf_counter() + 30)
+    p = prepare(
+        TableProblem.of(t, x, sens, 30.0 * sens, 30.0 * sens),
+        cell_costs("value", x),
+        None,
+        None,
+        time.perf_counter() + 30,
+    )
     att = Attacker(p)
     rng = np.random.default_rng(seed)
     i = t.cell_index(("A", "I"))
@@ -232,15 +237,21 @@ def test_aggregations_left_undecided_by_the_clock_are_not_called_protected():
     m = magnitudes.from_contributions(t.n_cells, c.cell, c.value, depth=ruleset.depth)
     known = np.isin(np.arange(t.n_cells), [a1, a3])
     sens = primary.assess(m, ruleset).sensitive & known
-    problem = TableProblem.of(t, x, sens, 0.5 * x * sens, 0.5 * x * sens,
-                              unions=UnionSource(m, ruleset, known=known, contributions=c))
+    problem = TableProblem.of(
+        t,
+        x,
+        sens,
+        0.5 * x * sens,
+        0.5 * x * sens,
+        unions=UnionSource(m, ruleset, known=known, contributions=c),
+    )
     pattern = sens.copy()
-    for key in (("B", "I"), ("B", "III")):   # protects both cells by their intervals
+    for key in (("B", "I"), ("B", "III")):  # protects both cells by their intervals
         pattern[t.cell_index(key)] = True
     in_time = prepare(problem, cell_costs("value", x), None, None, time.perf_counter() + 30)
     protected, why = protect_aggregations(in_time, pattern, Cheapest(in_time))
     row_a = [t.cell_index(("A", k)) for k in ("I", "II", "III")]
-    assert why == "" and protected[row_a].all()   # a third cell in row A
+    assert why == "" and protected[row_a].all()  # a third cell in row A
     late = prepare(problem, cell_costs("value", x), None, None, time.perf_counter() - 1)
     protected, why = protect_aggregations(late, pattern, Cheapest(late))
     assert protected is None and why.startswith("time limit")
@@ -261,16 +272,38 @@ def test_a_search_stopped_by_its_deadline_with_every_level_met_is_audited():
     sens[t.cell_index(("A", "I"))] = True
     problem = TableProblem.of(t, x, sens, 30.0 * sens, 30.0 * sens)
     start = time.perf_counter()
-    p = prepare(problem, cell_costs("value", x), None, None, start - 1)   # already late
+    p = prepare(problem, cell_costs("value", x), None, None, start - 1)  # already late
     pattern = sens.copy()
     for key in (("A", "III"), ("B", "I"), ("B", "III")):
         pattern[t.cell_index(key)] = True
-    r = finish(p, Attacker(p), None, "time_limit", "late", np.nan, 0, "fast", start,
-               start + 30, partial=(pattern, requirements(p)))
+    r = finish(
+        p,
+        Attacker(p),
+        None,
+        "time_limit",
+        "late",
+        np.nan,
+        0,
+        "fast",
+        start,
+        start + 30,
+        partial=(pattern, requirements(p)),
+    )
     assert r.safe and r.status == "feasible" and (r.suppressed == pattern).all()
     assert "audit proved the pattern safe" in r.message
-    short = sens.copy()   # nothing else suppressed: A,I is exposed by its row and column
-    r = finish(p, Attacker(p), None, "time_limit", "late", np.nan, 0, "fast", start,
-               start + 30, partial=(short, requirements(p)))
+    short = sens.copy()  # nothing else suppressed: A,I is exposed by its row and column
+    r = finish(
+        p,
+        Attacker(p),
+        None,
+        "time_limit",
+        "late",
+        np.nan,
+        0,
+        "fast",
+        start,
+        start + 30,
+        partial=(short, requirements(p)),
+    )
     assert r.status == "time_limit" and not r.safe
     assert r.unprotected.tolist() == [t.cell_index(("A", "I"))]

@@ -12,8 +12,7 @@ from service.sdc.table import Hierarchy, LinkedTables, StructureError, Table
 @pytest.fixture
 def region() -> Hierarchy:
     # Total -> {A, B}, A -> {A1, A2}, B -> {B1}: two levels, one single child.
-    return Hierarchy.from_children("region", {"Total": ["A", "B"], "A": ["A1", "A2"],
-                                              "B": ["B1"]})
+    return Hierarchy.from_children("region", {"Total": ["A", "B"], "A": ["A1", "A2"], "B": ["B1"]})
 
 
 @pytest.fixture
@@ -22,6 +21,7 @@ def size() -> Hierarchy:
 
 
 # --- Hierarchy ---------------------------------------------------------------------------
+
 
 def test_hierarchy_preorder_parents_and_leaves(region):
     assert region.codes == ("Total", "A", "A1", "A2", "B", "B1")
@@ -37,11 +37,13 @@ def test_hierarchy_from_parents_equals_from_children(region):
     same = Hierarchy("region", {"A1": "A", "A2": "A", "B1": "B", "A": "Total", "B": "Total"})
     assert same == region
     assert same.codes == ("Total", "A", "A1", "A2", "B", "B1")
-    explicit_root = Hierarchy("region", {"Total": None, "A": "Total", "B": "Total",
-                                         "A1": "A", "A2": "A", "B1": "B"})
+    explicit_root = Hierarchy(
+        "region", {"Total": None, "A": "Total", "B": "Total", "A1": "A", "A2": "A", "B1": "B"}
+    )
     assert explicit_root == region
-    assert Hierarchy("other", {"A": "Total", "B": "Total", "A1": "A", "A2": "A",
-                               "B1": "B"}) != region
+    assert (
+        Hierarchy("other", {"A": "Total", "B": "Total", "A1": "A", "A2": "A", "B1": "B"}) != region
+    )
 
 
 def test_hierarchy_deep_chain_of_single_children():
@@ -54,7 +56,13 @@ def test_hierarchy_deep_chain_of_single_children():
 def test_leaf_aggregation(region):
     # Rows: codes; columns: leaves A1, A2, B1.
     assert region.leaf_aggregation.toarray().tolist() == [
-        [1, 1, 1], [1, 1, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1], [0, 0, 1]]
+        [1, 1, 1],
+        [1, 1, 0],
+        [1, 0, 0],
+        [0, 1, 0],
+        [0, 0, 1],
+        [0, 0, 1],
+    ]
 
 
 def test_positions_vectorised_and_unknown(region):
@@ -65,15 +73,18 @@ def test_positions_vectorised_and_unknown(region):
     assert e.value.dimension == "region" and e.value.code == "C9"
 
 
-@pytest.mark.parametrize("parents, pattern, code", [
-    ({"A": "Total", "B": "Grand"}, "several roots.*'Total'.*'Grand'", "A"),
-    ({"Total": None, "A": "Total", "B": "X"}, "code 'B' has unknown parent 'X'", "B"),
-    ({"Total": None, "A": None}, "several roots", "A"),
-    ({"Total": None, "A": "B", "B": "A"}, "'A' -> 'B' -> 'A' form a cycle", "A"),
-    ({"T": None, "A": "A"}, "'A' -> 'A' form a cycle", "A"),
-    ({"A": "B", "B": "A"}, "has no root", "A"),
-    ({"A": 3}, "code 3 is not a string", "3"),
-])
+@pytest.mark.parametrize(
+    "parents, pattern, code",
+    [
+        ({"A": "Total", "B": "Grand"}, "several roots.*'Total'.*'Grand'", "A"),
+        ({"Total": None, "A": "Total", "B": "X"}, "code 'B' has unknown parent 'X'", "B"),
+        ({"Total": None, "A": None}, "several roots", "A"),
+        ({"Total": None, "A": "B", "B": "A"}, "'A' -> 'B' -> 'A' form a cycle", "A"),
+        ({"T": None, "A": "A"}, "'A' -> 'A' form a cycle", "A"),
+        ({"A": "B", "B": "A"}, "has no root", "A"),
+        ({"A": 3}, "code 3 is not a string", "3"),
+    ],
+)
 def test_hierarchy_errors_name_dimension_and_code(parents, pattern, code):
     with pytest.raises(StructureError, match=pattern) as e:
         Hierarchy("sector", parents)
@@ -95,6 +106,7 @@ def test_flat_duplicates_and_total_as_leaf():
 
 
 # --- Table -------------------------------------------------------------------------------
+
 
 def test_cell_order_is_row_major(region, size):
     t = Table([region, size])
@@ -132,13 +144,13 @@ def test_relations_of_flat_two_way_table():
     t = Table([Hierarchy.flat("r", ["1", "2", "3"]), Hierarchy.flat("c", ["1", "2"])])
     # Cells (r, c) row-major over r in (T, 1, 2, 3), c in (T, 1, 2).
     expected = [
-        [1, 0, 0, -1, 0, 0, -1, 0, 0, -1, 0, 0],   # r: T = 1 + 2 + 3 at c=T
-        [0, 1, 0, 0, -1, 0, 0, -1, 0, 0, -1, 0],   # at c=1
-        [0, 0, 1, 0, 0, -1, 0, 0, -1, 0, 0, -1],   # at c=2
-        [1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0],    # c: T = 1 + 2 at r=T
-        [0, 0, 0, 1, -1, -1, 0, 0, 0, 0, 0, 0],    # at r=1
-        [0, 0, 0, 0, 0, 0, 1, -1, -1, 0, 0, 0],    # at r=2
-        [0, 0, 0, 0, 0, 0, 0, 0, 0, 1, -1, -1],    # at r=3
+        [1, 0, 0, -1, 0, 0, -1, 0, 0, -1, 0, 0],  # r: T = 1 + 2 + 3 at c=T
+        [0, 1, 0, 0, -1, 0, 0, -1, 0, 0, -1, 0],  # at c=1
+        [0, 0, 1, 0, 0, -1, 0, 0, -1, 0, 0, -1],  # at c=2
+        [1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0],  # c: T = 1 + 2 at r=T
+        [0, 0, 0, 1, -1, -1, 0, 0, 0, 0, 0, 0],  # at r=1
+        [0, 0, 0, 0, 0, 0, 1, -1, -1, 0, 0, 0],  # at r=2
+        [0, 0, 0, 0, 0, 0, 0, 0, 0, 1, -1, -1],  # at r=3
     ]
     assert t.relations.toarray().tolist() == expected
     assert t.relation_dimension.tolist() == [0, 0, 0, 1, 1, 1, 1]
@@ -162,10 +174,18 @@ def test_relations_of_hierarchical_three_way_table(region, size):
         minus = {keys[i] for i, v in zip(row.indices, row.data) if v == -1}
         kids = t.dimensions[d].children(parent[d])
         assert plus == {parent}
-        assert minus == {parent[:d] + (k,) + parent[d + 1:] for k in kids}
-    assert t.describe_relation(int(np.flatnonzero(
-        (t.relation_dimension == 0) & (t.relation_parent == t.cell_index(("B", "small", "y")))
-    )[0])) == "dimension 'region': 'B' = sum of its 1 child at size='small', sector='y'"
+        assert minus == {parent[:d] + (k,) + parent[d + 1 :] for k in kids}
+    assert (
+        t.describe_relation(
+            int(
+                np.flatnonzero(
+                    (t.relation_dimension == 0)
+                    & (t.relation_parent == t.cell_index(("B", "small", "y")))
+                )[0]
+            )
+        )
+        == "dimension 'region': 'B' = sum of its 1 child at size='small', sector='y'"
+    )
 
 
 def test_is_leaf(region, size):
@@ -176,16 +196,31 @@ def test_is_leaf(region, size):
 
 def test_fill_margins(region, size):
     t = Table([region, size])
-    leaf = {("A1", "small"): 3, ("A1", "large"): 5, ("A2", "small"): 0,
-            ("A2", "large"): 7, ("B1", "small"): 11, ("B1", "large"): 2}
+    leaf = {
+        ("A1", "small"): 3,
+        ("A1", "large"): 5,
+        ("A2", "small"): 0,
+        ("A2", "large"): 7,
+        ("B1", "small"): 11,
+        ("B1", "large"): 2,
+    }
     given = np.full(t.n_cells, np.nan)
     for key, v in leaf.items():
         given[t.cell_index(key)] = v
     filled = t.fill_margins(given)
-    expect = {("A", "small"): 3, ("A", "large"): 12, ("A", "Total"): 15,
-              ("B", "small"): 11, ("B", "large"): 2, ("B", "Total"): 13,
-              ("B1", "Total"): 13, ("A2", "Total"): 7,
-              ("Total", "small"): 14, ("Total", "large"): 14, ("Total", "Total"): 28}
+    expect = {
+        ("A", "small"): 3,
+        ("A", "large"): 12,
+        ("A", "Total"): 15,
+        ("B", "small"): 11,
+        ("B", "large"): 2,
+        ("B", "Total"): 13,
+        ("B1", "Total"): 13,
+        ("A2", "Total"): 7,
+        ("Total", "small"): 14,
+        ("Total", "large"): 14,
+        ("Total", "Total"): 28,
+    }
     for key, v in {**leaf, **expect}.items():
         assert filled[t.cell_index(key)] == v, key
     np.testing.assert_array_equal(t.relations @ filled, 0)
@@ -225,6 +260,7 @@ def test_check_additivity_ignores_rounding_of_decimals():
 
 # --- Linked tables -----------------------------------------------------------------------
 
+
 @pytest.fixture
 def linked(region, size):
     industry = Hierarchy.flat("industry", ["x", "y"])
@@ -257,19 +293,29 @@ def test_linked_relations_once_each(linked, region):
     values = union.fill_margins(np.where(union.is_leaf, rng.integers(0, 9, union.n_cells), 0))
     np.testing.assert_array_equal(linked.relations @ values[linked.union_index], 0)
     # Table 2's relation "industry Total = x + y at region B1" in linked cell numbering.
-    r = int(np.flatnonzero((linked.relation_dimension == 2) & (
-        linked.relation_parent == linked.cell_index(("B1", "Total", "Total"))))[0])
+    r = int(
+        np.flatnonzero(
+            (linked.relation_dimension == 2)
+            & (linked.relation_parent == linked.cell_index(("B1", "Total", "Total")))
+        )[0]
+    )
     row = linked.relations.getrow(r)
     assert {linked.key(i): v for i, v in zip(row.indices, row.data)} == {
-        ("B1", "Total", "Total"): 1, ("B1", "Total", "x"): -1, ("B1", "Total", "y"): -1}
-    assert linked.describe_relation(r) == \
-        "dimension 'industry': 'Total' = sum of its 2 children at region='B1', size='Total'"
+        ("B1", "Total", "Total"): 1,
+        ("B1", "Total", "x"): -1,
+        ("B1", "Total", "y"): -1,
+    }
+    assert (
+        linked.describe_relation(r)
+        == "dimension 'industry': 'Total' = sum of its 2 children at region='B1', size='Total'"
+    )
 
 
 def test_linked_leaves_and_lookup_errors(linked):
     leaves = {linked.key(c) for c in np.flatnonzero(linked.is_leaf)}
-    assert leaves == {(r, s, "Total") for r in ("A1", "A2", "B1") for s in ("small", "large")} \
-        | {(r, "Total", i) for r in ("A1", "A2", "B1") for i in ("x", "y")}
+    assert leaves == {(r, s, "Total") for r in ("A1", "A2", "B1") for s in ("small", "large")} | {
+        (r, "Total", i) for r in ("A1", "A2", "B1") for i in ("x", "y")
+    }
     with pytest.raises(StructureError, match="is not a cell of any table"):
         linked.cell_index({"size": "small", "industry": "x"})
     with pytest.raises(StructureError, match="unknown dimension 'colour'"):
@@ -277,15 +323,14 @@ def test_linked_leaves_and_lookup_errors(linked):
 
 
 def test_linked_tables_need_same_hierarchy(region, size):
-    other = Hierarchy.from_children("region", {"Total": ["A", "B"], "A": ["A1"],
-                                               "B": ["B1", "A2"]})
-    with pytest.raises(StructureError, match="dimension 'region' of table 1 differs.*'A2'") \
-            as e:
+    other = Hierarchy.from_children("region", {"Total": ["A", "B"], "A": ["A1"], "B": ["B1", "A2"]})
+    with pytest.raises(StructureError, match="dimension 'region' of table 1 differs.*'A2'") as e:
         LinkedTables([Table([region, size]), Table([other])])
     assert e.value.dimension == "region"
     # Same tree with children listed in another order is the same dimension.
-    reordered = Hierarchy.from_children("region", {"Total": ["B", "A"], "B": ["B1"],
-                                                   "A": ["A2", "A1"]})
+    reordered = Hierarchy.from_children(
+        "region", {"Total": ["B", "A"], "B": ["B1"], "A": ["A2", "A1"]}
+    )
     lt = LinkedTables([Table([region, size]), Table([reordered])])
     assert lt.n_cells == Table([region, size]).n_cells
     assert lt.n_relations == Table([region, size]).n_relations

@@ -39,7 +39,7 @@ _CHALLENGE = {"WWW-Authenticate": 'Bearer realm="sdc"'}
 @dataclass(frozen=True)
 class Caller:
     role: Literal["filter", "analyst"]
-    key_id: str          # the key's name, not secret: for logs
+    key_id: str  # the key's name, not secret: for logs
 
     @property
     def sees_diagnostics(self) -> bool:
@@ -82,8 +82,11 @@ def authenticate(store: ApiKeyStore | None, key: str | None) -> Caller | None:
 
 def docs_paths(app: FastAPI) -> frozenset[str]:
     """The paths of the OpenAPI document and the interactive documentation."""
-    return frozenset(p for p in (app.openapi_url, app.docs_url, app.redoc_url,
-                                 app.swagger_ui_oauth2_redirect_url) if p)
+    return frozenset(
+        p
+        for p in (app.openapi_url, app.docs_url, app.redoc_url, app.swagger_ui_oauth2_redirect_url)
+        if p
+    )
 
 
 class AuthMiddleware:
@@ -97,8 +100,9 @@ class AuthMiddleware:
         self.closed = closed
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] == "http" and (scope["path"].startswith(PROTECTED_PREFIX)
-                                        or scope["path"] in self.closed):
+        if scope["type"] == "http" and (
+            scope["path"].startswith(PROTECTED_PREFIX) or scope["path"] in self.closed
+        ):
             key = _presented_api_key(scope["headers"])
             caller = authenticate(self.store, key)
             state = scope.setdefault("state", {})
@@ -113,9 +117,8 @@ class AuthMiddleware:
 async def current_caller(request: Request) -> Caller:
     """The authenticated caller (FastAPI dependency)."""
     caller = request.scope.get("state", {}).get("caller")
-    if not isinstance(caller, Caller):   # outside /v1, or an app without the middleware
-        caller = authenticate(request.app.state.api_keys,
-                              _presented_api_key(request.headers.raw))
+    if not isinstance(caller, Caller):  # outside /v1, or an app without the middleware
+        caller = authenticate(request.app.state.api_keys, _presented_api_key(request.headers.raw))
         if caller is None:
             raise HTTPException(401, UNAUTHORIZED, headers=_CHALLENGE)
         request.scope.setdefault("state", {})["caller"] = caller
@@ -135,7 +138,7 @@ _DOCUMENTED = {
     "403": "the key's role may not use this route",
     "408": "a large body did not arrive within SDC_BODY_SECONDS",
     "429": "the filter role's key has sent its cells per minute "
-           "(SDC_FILTER_CELLS_PER_MINUTE); retry after the Retry-After header's seconds",
+    "(SDC_FILTER_CELLS_PER_MINUTE); retry after the Retry-After header's seconds",
     "431": "the request line and headers exceed SDC_MAX_HEADER_BYTES",
     "503": "the compute pool is full; retry after the Retry-After header's seconds",
 }
@@ -161,7 +164,8 @@ def install(app: FastAPI, store: ApiKeyStore | None) -> None:
                 body.add_components(schemas, model)
             components["securitySchemes"] = {
                 "ApiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"},
-                "Bearer": {"type": "http", "scheme": "bearer"}}
+                "Bearer": {"type": "http", "scheme": "bearer"},
+            }
             for path, item in schema.get("paths", {}).items():
                 if not path.startswith(PROTECTED_PREFIX):
                     continue
@@ -172,7 +176,8 @@ def install(app: FastAPI, store: ApiKeyStore | None) -> None:
                         if status in _WITH_CELLS and not with_cells:
                             continue
                         op.setdefault("responses", {}).setdefault(
-                            status, {"description": text, "content": _ERROR_REF})
+                            status, {"description": text, "content": _ERROR_REF}
+                        )
             app.openapi_schema = schema
         return app.openapi_schema
 

@@ -17,9 +17,13 @@ from .responses import JSONBytes
 from .routing import post
 
 
-@post("/audit", tags=["audit"], openapi_extra=openapi_body(AuditRequest),
-      response_model=AuditReply,
-      responses={413: {"model": ErrorReply}, 422: {"model": ErrorReply}})
+@post(
+    "/audit",
+    tags=["audit"],
+    openapi_extra=openapi_body(AuditRequest),
+    response_model=AuditReply,
+    responses={413: {"model": ErrorReply}, 422: {"model": ErrorReply}},
+)
 async def audit(request: Request, caller: CallerDep, settings: SettingsDep):
     """Audit a suppression pattern of a structured table.
 
@@ -37,7 +41,8 @@ async def audit(request: Request, caller: CallerDep, settings: SettingsDep):
     body = await validated(request, AuditRequest)
     check_cell_count(len(body.cells), settings.max_cells)
     resolved = resolve_table_request(body, settings)
-    reply, solve = await compute(audit_pattern, body, resolved, caller.sees_diagnostics,
-                                 size=len(body.cells))
+    reply, solve = await compute(
+        audit_pattern, body, resolved, caller.sees_diagnostics, size=len(body.cells)
+    )
     request.app.state.metrics.observe_solve("audit", *solve)
     return JSONBytes(reply)

@@ -48,8 +48,14 @@ _REF = "#/components/schemas/{model}"
 def openapi_body(model: type[BaseModel]) -> dict:
     """The route's ``openapi_extra``: a required JSON body of ``model``."""
     DOCUMENTED[model.__name__] = model
-    return {"requestBody": {"required": True, "content": {"application/json": {
-        "schema": {"$ref": _REF.format(model=model.__name__)}}}}}
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {"schema": {"$ref": _REF.format(model=model.__name__)}}
+            },
+        }
+    }
 
 
 def add_components(schemas: dict, model: type[BaseModel]) -> None:
@@ -69,7 +75,8 @@ def _is_json(content_type: str | None) -> bool:
     message["content-type"] = content_type
     subtype = message.get_content_subtype()
     return message.get_content_maintype() == "application" and (
-        subtype == "json" or subtype.endswith("+json"))
+        subtype == "json" or subtype.endswith("+json")
+    )
 
 
 async def validated(request: Request, model: type[M]) -> M:
@@ -78,24 +85,33 @@ async def validated(request: Request, model: type[M]) -> M:
     has any) go to ``request.state.cells``, where error replies find a cell's key, and a
     filter-role caller's cells are charged to its key (413 or 429:
     :func:`.cell_budget.charge_cells`)."""
-    if not _is_json(request.headers.get("content-type")):   # before reading any of it
-        raise RequestValidationError([{
-            "type": "model_attributes_type", "loc": ("body",), "ctx": None,
-            "msg": "the body must be JSON, sent with Content-Type: application/json"}])
+    if not _is_json(request.headers.get("content-type")):  # before reading any of it
+        raise RequestValidationError(
+            [
+                {
+                    "type": "model_attributes_type",
+                    "loc": ("body",),
+                    "ctx": None,
+                    "msg": "the body must be JSON, sent with Content-Type: application/json",
+                }
+            ]
+        )
     try:
         raw = await request.body()
     except ClientDisconnect:
-        raise HTTPException(400, "the client closed the connection before the body "
-                                 "arrived") from None
+        raise HTTPException(
+            400, "the client closed the connection before the body arrived"
+        ) from None
     try:
         body = model.model_validate_json(raw)
     except ValidationError as error:
-        raise RequestValidationError(error.errors(include_input=False, include_url=False),
-                                     body=_parsed_or_none(raw)) from None
+        raise RequestValidationError(
+            error.errors(include_input=False, include_url=False), body=_parsed_or_none(raw)
+        ) from None
     if not _no_repeated_keys(raw, body):
-        body = None   # the models' memory back before the bytes are parsed again
+        body = None  # the models' memory back before the bytes are parsed again
         _refuse_repeated_key(raw)
-        body = model.model_validate_json(raw)   # no key repeated after all: served
+        body = model.model_validate_json(raw)  # no key repeated after all: served
     cells = getattr(body, "cells", None)
     if cells is not None:
         request.state.cells = cells
@@ -134,13 +150,13 @@ def _keys_read(body: BaseModel) -> int:
     n = 0
     todo: list[tuple[list, tuple]] = [([body], ("model", type(body)))]
     while todo:
-        values, (kind, inner) = todo.pop()   # values: a non-empty list, no None in it
+        values, (kind, inner) = todo.pop()  # values: a non-empty list, no None in it
         if kind == "model":
             plan = _plan(inner)
             if not plan:
                 n += sum(map(len, map(_FIELDS_SET, values)))
                 continue
-            if len(values) == 1:   # the request, its query, its policy
+            if len(values) == 1:  # the request, its query, its policy
                 sent = _FIELDS_SET(values[0])
                 n += len(sent)
             else:
@@ -148,8 +164,8 @@ def _keys_read(body: BaseModel) -> int:
                 n += sum(map(len, sets))
                 sent = set().union(*sets)
             for name, get, shape in plan:
-                if name in sent:   # else a pass over every cell for a field none was sent
-                    found = list(filter(None, map(get, values)))   # None, [], {}: no key
+                if name in sent:  # else a pass over every cell for a field none was sent
+                    found = list(filter(None, map(get, values)))  # None, [], {}: no key
                     if found:
                         todo.append((found, shape))
         elif kind == "list":
@@ -160,7 +176,7 @@ def _keys_read(body: BaseModel) -> int:
                 found = list(chain.from_iterable(map(dict.values, values)))
                 if found:
                     todo.append((found, inner))
-        else:   # a union of models: each class with its own fields
+        else:  # a union of models: each class with its own fields
             by_class: dict[type, list] = {}
             for value in values:
                 by_class.setdefault(type(value), []).append(value)
@@ -214,8 +230,7 @@ def _shape(annotation) -> tuple | None:
 def _nullable(annotation) -> bool:
     if get_origin(annotation) is Annotated:
         return _nullable(get_args(annotation)[0])
-    return (get_origin(annotation) in (Union, types.UnionType)
-            and type(None) in get_args(annotation))
+    return get_origin(annotation) in (Union, types.UnionType) and type(None) in get_args(annotation)
 
 
 def _refuse_repeated_key(raw: bytes) -> None:
@@ -225,13 +240,21 @@ def _refuse_repeated_key(raw: bytes) -> None:
     try:
         document = json.loads(raw, object_pairs_hook=_object)
         loc = _repeated(document, ())
-    except (ValueError, RecursionError):   # valid for Pydantic, so not expected
+    except (ValueError, RecursionError):  # valid for Pydantic, so not expected
         document, loc = None, ("body",)
     if loc is None:
         return
-    raise RequestValidationError([{
-        "type": "duplicate_key", "loc": ("body", *loc), "ctx": None,
-        "msg": "the field is given twice in one JSON object; give it once"}], body=document)
+    raise RequestValidationError(
+        [
+            {
+                "type": "duplicate_key",
+                "loc": ("body", *loc),
+                "ctx": None,
+                "msg": "the field is given twice in one JSON object; give it once",
+            }
+        ],
+        body=document,
+    )
 
 
 class _Repeating(dict):
@@ -245,7 +268,7 @@ def _object(pairs: list[tuple]) -> dict:
     if len(obj) == len(pairs):
         return obj
     seen: set = set()
-    repeated = next(k for k, _ in pairs if k in seen or seen.add(k))   # (add gives None)
+    repeated = next(k for k, _ in pairs if k in seen or seen.add(k))  # (add gives None)
     obj = _Repeating(obj)
     obj.key = repeated
     return obj

@@ -19,14 +19,13 @@ class CellBudget:
     each key sent goes to ``cells`` (``sdc_filter_cells_total``). Key ids are bounded by
     the API key file."""
 
-    def __init__(self, per_minute: int, max_cells: int, cells: ApiKeyCells,
-                 clock=time.monotonic):
+    def __init__(self, per_minute: int, max_cells: int, cells: ApiKeyCells, clock=time.monotonic):
         self.capacity = float(per_minute)
         self.per_second = per_minute / 60.0
         self.max_cells = max_cells
         self.cells = cells
         self.clock = clock
-        self._keys: dict[str, list] = {}   # key id: [cells left, when, its ApiKeyCells pair]
+        self._keys: dict[str, list] = {}  # key id: [cells left, when, its ApiKeyCells pair]
 
     def take(self, key_id: str, cells: int) -> float:
         """Take ``cells`` from the key's bucket and return 0, or, when it holds fewer,
@@ -57,16 +56,22 @@ def charge_cells(request: Request, n: int) -> None:
         return
     state = request.app.state
     budget = getattr(state, "cell_budget", None)
-    if budget is None:   # one per app, made at its first filter-role request
+    if budget is None:  # one per app, made at its first filter-role request
         settings = state.settings
-        budget = state.cell_budget = CellBudget(settings.filter_cells_per_minute,
-                                                settings.filter_max_cells,
-                                                state.metrics.filter_cells)
+        budget = state.cell_budget = CellBudget(
+            settings.filter_cells_per_minute, settings.filter_max_cells, state.metrics.filter_cells
+        )
     if n > budget.max_cells:
-        raise RequestError(413, f"{n} cells exceed the limit of {budget.max_cells} per "
-                           "request for the filter role", field="cells")
+        raise RequestError(
+            413,
+            f"{n} cells exceed the limit of {budget.max_cells} per request for the filter role",
+            field="cells",
+        )
     wait = budget.take(caller.key_id, n)
     if wait:
-        raise RequestError(429, "this key has sent its cells per minute; retry after the "
-                           "Retry-After seconds", field="cells",
-                           headers={"Retry-After": str(max(1, math.ceil(wait)))})
+        raise RequestError(
+            429,
+            "this key has sent its cells per minute; retry after the Retry-After seconds",
+            field="cells",
+            headers={"Retry-After": str(max(1, math.ceil(wait)))},
+        )

@@ -42,8 +42,9 @@ RETRY_AFTER_SECONDS = 1
 
 
 class PoolFull(HTTPException):
-    def __init__(self, detail: str = "the service is at capacity; retry after the "
-                                     "Retry-After seconds") -> None:
+    def __init__(
+        self, detail: str = "the service is at capacity; retry after the Retry-After seconds"
+    ) -> None:
         super().__init__(503, detail, headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
 
 
@@ -64,7 +65,7 @@ class ComputePool:
         self.admitted = 0
         self.large_requests = 0
         self.draining = False
-        self._futures: set = set()   # submitted and not done: what drain() may cancel
+        self._futures: set = set()  # submitted and not done: what drain() may cancel
         self.metrics = metrics
         if metrics is not None:
             metrics.pool_capacity.set(self.capacity)
@@ -90,7 +91,7 @@ class ComputePool:
                 self.metrics.pool_admitted.set(self.admitted)
             try:
                 future = self._executor.submit(contextvars.copy_context().run, fn, *args)
-            except RuntimeError:   # shut down
+            except RuntimeError:  # shut down
                 self.admitted -= 1
                 raise ShuttingDown() from None
             self._futures.add(future)
@@ -111,7 +112,7 @@ class ComputePool:
             self.draining = True
             queued = list(self._futures)
         for future in queued:
-            future.cancel()   # False, and no effect, for a task a thread already runs
+            future.cancel()  # False, and no effect, for a task a thread already runs
 
     def admit_request(self) -> bool:
         """Take a slot for a large request (parse, validate, compute); False when full or
@@ -130,7 +131,8 @@ class ComputePool:
 
 #: The pool of the app serving the current request (set by the request middleware).
 current_pool: contextvars.ContextVar[ComputePool | None] = contextvars.ContextVar(
-    "sdc_pool", default=None)
+    "sdc_pool", default=None
+)
 #: Whether the current route may compute small tables inline (see INLINE_ROUTES).
 inline_allowed: contextvars.ContextVar[bool] = contextvars.ContextVar("sdc_inline", default=True)
 _fallback: ComputePool | None = None
@@ -139,7 +141,7 @@ _fallback: ComputePool | None = None
 def _pool() -> ComputePool:
     global _fallback
     pool = current_pool.get()
-    if pool is None:   # called outside a request (scripts, unit tests)
+    if pool is None:  # called outside a request (scripts, unit tests)
         if _fallback is None:
             _fallback = ComputePool(2, 2)
         pool = _fallback

@@ -13,9 +13,15 @@ from .body import openapi_body, validated
 from .routing import post
 
 
-@post("/conversions", tags=["sensitivity"], openapi_extra=openapi_body(ConversionRequest),
-      response_model=ConversionReply, response_model_exclude_none=True,
-      responses={422: {"model": ErrorReply}}, dependencies=[Depends(analyst_only)])
+@post(
+    "/conversions",
+    tags=["sensitivity"],
+    openapi_extra=openapi_body(ConversionRequest),
+    response_model=ConversionReply,
+    response_model_exclude_none=True,
+    responses={422: {"model": ErrorReply}},
+    dependencies=[Depends(analyst_only)],
+)
 async def convert_rule(request: Request) -> ConversionReply:
     """Rules the seeds relate to the given one, each with the direction of the relation.
 

@@ -21,24 +21,43 @@ from .responses import JSONBytes
 log = logging.getLogger("sdc.errors")
 
 #: The short reason of each status in error replies (``error``).
-REASONS = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
-           405: "method_not_allowed", 408: "request_timeout", 413: "payload_too_large",
-           415: "unsupported_media_type", 422: "invalid_request", 429: "too_many_requests",
-           431: "request_header_fields_too_large", 503: "unavailable"}
+REASONS = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    408: "request_timeout",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    422: "invalid_request",
+    429: "too_many_requests",
+    431: "request_header_fields_too_large",
+    503: "unavailable",
+}
 
 
 class RequestError(Exception):
     """A request that is well-formed but cannot be served for a reason of HTTP (a key's
     cell budget spent); ``headers`` go into the reply (``Retry-After``)."""
 
-    def __init__(self, status: int, message: str, *, field: str | None = None,
-                 headers: dict[str, str] | None = None):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        field: str | None = None,
+        headers: dict[str, str] | None = None,
+    ):
         self.status, self.message, self.field, self.headers = status, message, field, headers
 
 
 def error_reply(status: int, detail: list[dict], headers: dict | None = None) -> JSONBytes:
-    return JSONBytes({"error": REASONS.get(status, "error"), "detail": detail},
-                     status_code=status, headers=headers)
+    return JSONBytes(
+        {"error": REASONS.get(status, "error"), "detail": detail},
+        status_code=status,
+        headers=headers,
+    )
 
 
 def _cell_key(body, index):
@@ -50,7 +69,7 @@ def _cell_key(body, index):
     if not (isinstance(key, list) and all(isinstance(k, str) for k in key)):
         return None
     try:
-        "".join(key).encode("utf-8")   # a lone surrogate could not be written in the reply
+        "".join(key).encode("utf-8")  # a lone surrogate could not be written in the reply
     except UnicodeEncodeError:
         return None
     return key
@@ -68,9 +87,14 @@ def _for_caller(error: InputError, request: Request) -> str:
 
 def _validation_detail(error: dict, body) -> dict:
     if error["type"] == "json_invalid":
-        return {"field": None, "cell": None, "key": None,
-                "message": f"body is not valid JSON ({error['ctx'].get('error', 'decode error')})"
-                if error.get("ctx") else "body is not valid JSON"}
+        return {
+            "field": None,
+            "cell": None,
+            "key": None,
+            "message": f"body is not valid JSON ({error['ctx'].get('error', 'decode error')})"
+            if error.get("ctx")
+            else "body is not valid JSON",
+        }
     loc = [part for part in error["loc"] if part != "body"]
     cell = None
     field: str | None
@@ -80,8 +104,12 @@ def _validation_detail(error: dict, body) -> dict:
     else:
         field = ".".join(str(p) for p in loc) or None
     # Messages only, never the offending input: it may be a confidential contribution.
-    return {"field": field, "cell": cell,
-            "key": _cell_key(body, cell) if cell is not None else None, "message": error["msg"]}
+    return {
+        "field": field,
+        "cell": cell,
+        "key": _cell_key(body, cell) if cell is not None else None,
+        "message": error["msg"],
+    }
 
 
 def install(app: FastAPI) -> None:
@@ -101,31 +129,64 @@ def install(app: FastAPI) -> None:
             log.error("unmapped cell number in an InputError")
             cell = None
         cell_key = cells[cell].key if cells is not None and cell is not None else None
-        return error_reply(422, [{"field": exc.field, "cell": cell, "key": cell_key,
-                                  "message": _for_caller(exc, request)}])
+        return error_reply(
+            422,
+            [
+                {
+                    "field": exc.field,
+                    "cell": cell,
+                    "key": cell_key,
+                    "message": _for_caller(exc, request),
+                }
+            ],
+        )
 
     @app.exception_handler(LimitError)
     async def _limit(request: Request, exc: LimitError):
-        return error_reply(413, [{"field": exc.field, "cell": None, "key": None,
-                                  "message": exc.message}])
+        return error_reply(
+            413, [{"field": exc.field, "cell": None, "key": None, "message": exc.message}]
+        )
 
     @app.exception_handler(RequestError)
     async def _request(request: Request, exc: RequestError):
-        return error_reply(exc.status, [{"field": exc.field, "cell": None, "key": None,
-                                         "message": exc.message}], headers=exc.headers)
+        return error_reply(
+            exc.status,
+            [{"field": exc.field, "cell": None, "key": None, "message": exc.message}],
+            headers=exc.headers,
+        )
 
     @app.exception_handler(HTTPException)
     async def _http(request: Request, exc: HTTPException):
         if exc.status_code == 400 and isinstance(exc.__cause__, ValueError):
             # FastAPI's answer to a body that is not UTF-8: the same 422 as any invalid JSON.
-            return error_reply(422, [{"field": None, "cell": None, "key": None,
-                                      "message": "body is not valid JSON (it must be UTF-8 text)"}])
-        return error_reply(exc.status_code, [{"field": None, "cell": None, "key": None,
-                                              "message": str(exc.detail)}],
-                           headers=getattr(exc, "headers", None))
+            return error_reply(
+                422,
+                [
+                    {
+                        "field": None,
+                        "cell": None,
+                        "key": None,
+                        "message": "body is not valid JSON (it must be UTF-8 text)",
+                    }
+                ],
+            )
+        return error_reply(
+            exc.status_code,
+            [{"field": None, "cell": None, "key": None, "message": str(exc.detail)}],
+            headers=getattr(exc, "headers", None),
+        )
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception):
         log.exception("unhandled error on %s", request.url.path)
-        return error_reply(500, [{"field": None, "cell": None, "key": None,
-                                  "message": "internal error; it has been logged"}])
+        return error_reply(
+            500,
+            [
+                {
+                    "field": None,
+                    "cell": None,
+                    "key": None,
+                    "message": "internal error; it has been logged",
+                }
+            ],
+        )

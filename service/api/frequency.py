@@ -17,9 +17,13 @@ from .responses import JSONBytes
 from .routing import post
 
 
-@post("/frequency/sensitivity", tags=["frequency"],
-      openapi_extra=openapi_body(FrequencyRequest), response_model=FrequencyReply,
-      responses={413: {"model": ErrorReply}, 422: {"model": ErrorReply}})
+@post(
+    "/frequency/sensitivity",
+    tags=["frequency"],
+    openapi_extra=openapi_body(FrequencyRequest),
+    response_model=FrequencyReply,
+    responses={413: {"model": ErrorReply}, 422: {"model": ErrorReply}},
+)
 async def frequency_sensitivity(request: Request, caller: CallerDep, settings: SettingsDep):
     """Which cells of a count table are sensitive, and by which rules.
 
@@ -35,11 +39,16 @@ async def frequency_sensitivity(request: Request, caller: CallerDep, settings: S
     body = await validated(request, FrequencyRequest)
     check_cell_count(len(body.cells), settings.max_cells)
     # The reply lists every cell of the table (and more): bound it before computing.
-    check_cell_count(reply_size(body, caller.sees_diagnostics), settings.max_cells,
-                     what="cells, marginals and areas in the reply", field="dimensions")
+    check_cell_count(
+        reply_size(body, caller.sees_diagnostics),
+        settings.max_cells,
+        what="cells, marginals and areas in the reply",
+        field="dimensions",
+    )
     n_table = table_size(len(d.codes) for d in body.dimensions)
-    reply, n_unsafe = await compute(assess, body, caller.sees_diagnostics,
-                                    size=max(n_table, len(body.cells)))
+    reply, n_unsafe = await compute(
+        assess, body, caller.sees_diagnostics, size=max(n_table, len(body.cells))
+    )
     metrics = request.app.state.metrics
     metrics.cells_evaluated.inc(n_table)
     metrics.sensitive_cells.inc(n_unsafe)

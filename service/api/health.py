@@ -51,5 +51,6 @@ async def metrics(request: Request, settings: SettingsDep) -> Response:
     """The Prometheus exposition, when it is not on a port of its own."""
     if settings.metrics_port is not None:
         raise HTTPException(404, "metrics are served on SDC_METRICS_PORT")
-    return Response(generate_latest(request.app.state.metrics.registry),
-                    media_type=CONTENT_TYPE_LATEST)
+    return Response(
+        generate_latest(request.app.state.metrics.registry), media_type=CONTENT_TYPE_LATEST
+    )

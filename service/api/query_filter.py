@@ -20,9 +20,13 @@ from .responses import JSONBytes
 from .routing import post
 
 
-@post("/filter", tags=["filter"], response_model=FilterReply,
-      openapi_extra=openapi_body(FilterRequest),
-      responses={413: {"model": ErrorReply}, 422: {"model": ErrorReply}})
+@post(
+    "/filter",
+    tags=["filter"],
+    response_model=FilterReply,
+    openapi_extra=openapi_body(FilterRequest),
+    responses={413: {"model": ErrorReply}, 422: {"model": ErrorReply}},
+)
 async def filter_answer(request: Request, caller: CallerDep):
     """Publish a query's answer as is, with some cells suppressed, or refuse it.
 
@@ -37,17 +41,19 @@ async def filter_answer(request: Request, caller: CallerDep):
     """
     # The settings from the app, not SettingsDep: a dependency costs 1% of this route's CPU.
     settings: Settings = request.app.state.settings
-    body = await validated(request, FilterRequest)   # from the bytes: on every query's path
+    body = await validated(request, FilterRequest)  # from the bytes: on every query's path
     check_cell_count(len(body.cells), settings.max_cells)
     diagnostics = caller.sees_diagnostics
     if body.policy is not None and not diagnostics:
         # A caller that sends the microdata and chooses the criteria could read the noise
         # of any respondent off the replies: the filter role names a profile.
-        raise HTTPException(403, "the filter role names a profile; an inline policy needs "
-                                 "the analyst role")
+        raise HTTPException(
+            403, "the filter role names a profile; an inline policy needs the analyst role"
+        )
     rules, policy = policy_of(body, settings, diagnostics)
-    reply, stopped = await compute(screen, body, rules, policy, settings.noise_secret,
-                                   diagnostics, size=len(body.cells))
+    reply, stopped = await compute(
+        screen, body, rules, policy, settings.noise_secret, diagnostics, size=len(body.cells)
+    )
     metrics = request.app.state.metrics
     metrics.cells_evaluated.inc(len(body.cells))
     metrics.sensitive_cells.inc(stopped)

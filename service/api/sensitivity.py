@@ -17,9 +17,13 @@ from .responses import JSONBytes
 from .routing import post
 
 
-@post("/sensitivity", tags=["sensitivity"], openapi_extra=openapi_body(SensitivityRequest),
-      response_model=SensitivityReply,
-      responses={413: {"model": ErrorReply}, 422: {"model": ErrorReply}})
+@post(
+    "/sensitivity",
+    tags=["sensitivity"],
+    openapi_extra=openapi_body(SensitivityRequest),
+    response_model=SensitivityReply,
+    responses={413: {"model": ErrorReply}, 422: {"model": ErrorReply}},
+)
 async def sensitivity(request: Request, caller: CallerDep, settings: SettingsDep):
     """Which cells are sensitive, by which rules, and the protection each needs.
 
@@ -32,8 +36,9 @@ async def sensitivity(request: Request, caller: CallerDep, settings: SettingsDep
     body = await validated(request, SensitivityRequest)
     check_cell_count(len(body.cells), settings.max_cells)
     spec, disclose = resolve_rules(body.rules, body.profile, settings)
-    reply, n_sensitive = await compute(assess, body, spec, disclose,
-                                       caller.sees_diagnostics, size=len(body.cells))
+    reply, n_sensitive = await compute(
+        assess, body, spec, disclose, caller.sees_diagnostics, size=len(body.cells)
+    )
     metrics = request.app.state.metrics
     metrics.cells_evaluated.inc(len(body.cells))
     metrics.sensitive_cells.inc(n_sensitive)

@@ -19,9 +19,13 @@ from .responses import JSONBytes
 from .routing import post
 
 
-@post("/suppress", tags=["suppression"], openapi_extra=openapi_body(SuppressRequest),
-      response_model=SuppressReply,
-      responses={413: {"model": ErrorReply}, 422: {"model": ErrorReply}})
+@post(
+    "/suppress",
+    tags=["suppression"],
+    openapi_extra=openapi_body(SuppressRequest),
+    response_model=SuppressReply,
+    responses={413: {"model": ErrorReply}, 422: {"model": ErrorReply}},
+)
 async def suppress_route(request: Request, caller: CallerDep, settings: SettingsDep):
     """The whole pipeline in one call.
 
@@ -38,13 +42,15 @@ async def suppress_route(request: Request, caller: CallerDep, settings: Settings
     The filter role receives the cells' statuses and the loss; the audit and the solver's
     message (which can name protection levels) go to analysts only.
     """
-    started = time.perf_counter()    # the time limit is the request's whole wall time
+    started = time.perf_counter()  # the time limit is the request's whole wall time
     body = await validated(request, SuppressRequest)
     check_cell_count(len(body.cells), settings.max_cells)
     resolved = resolve_table_request(body, settings)
-    reply = await compute(protect, body, resolved, started, caller.sees_diagnostics,
-                          size=len(body.cells))
+    reply = await compute(
+        protect, body, resolved, started, caller.sees_diagnostics, size=len(body.cells)
+    )
     solver = reply["solver"]
-    request.app.state.metrics.observe_solve(f"suppress_{solver['method']}",
-                                            OUTCOME[solver["status"]], solver["seconds"])
+    request.app.state.metrics.observe_solve(
+        f"suppress_{solver['method']}", OUTCOME[solver["status"]], solver["seconds"]
+    )
     return JSONBytes(reply)

@@ -9,9 +9,14 @@ from .routing import DECLARED
 
 #: The endpoints (declared by :func:`.routing.post`) in the order routes are matched: the
 #: filter first, as it is on the path of every user query.
-ENDPOINTS = (query_filter.filter_answer, sensitivity.sensitivity,
-             frequency.frequency_sensitivity, conversions.convert_rule, audit.audit,
-             suppress.suppress_route)
+ENDPOINTS = (
+    query_filter.filter_answer,
+    sensitivity.sensitivity,
+    frequency.frequency_sensitivity,
+    conversions.convert_rule,
+    audit.audit,
+    suppress.suppress_route,
+)
 
 router = APIRouter(prefix="/v1")
 for _endpoint in ENDPOINTS:

@@ -12,24 +12,31 @@ from .errors import TABLE_FIELDS, core_errors
 from .tables import ResolvedTableRequest, TableInputs, check_additivity, table_inputs, table_problem
 
 
-def audit(body: AuditRequest, resolved: ResolvedTableRequest,
-          diagnostics: bool) -> tuple[dict, tuple[str, float]]:
+def audit(
+    body: AuditRequest, resolved: ResolvedTableRequest, diagnostics: bool
+) -> tuple[dict, tuple[str, float]]:
     """The reply (an :class:`~schemas.tables.AuditReply`; without ``diagnostics`` the
     verdict and which cells are protected, :func:`decisions_only`) and how the interval
     solve ended (status, seconds) for the metrics."""
-    inputs = table_inputs(body.structure, body.cells, resolved.rules,
-                          labels_with_parameters=body.rules is not None,
-                          counts=body.counts, max_entries=resolved.max_pooled_entries)
+    inputs = table_inputs(
+        body.structure,
+        body.cells,
+        resolved.rules,
+        labels_with_parameters=body.rules is not None,
+        counts=body.counts,
+        max_entries=resolved.max_pooled_entries,
+    )
     check_additivity(inputs, body.structure.tolerance)
     suppressed = np.zeros(inputs.space.n_cells, bool)
     suppressed[inputs.cell_of_request[[i for i, c in enumerate(body.cells) if c.suppressed]]] = True
     problem = table_problem(inputs, body.structure.tolerance)
     with core_errors(TABLE_FIELDS, inputs.request_of_cell):
         result = audit_pattern(problem, suppressed, time_limit=resolved.time_limit)
-    reply = audit_reply(inputs, suppressed, result, resolved.time_limit,
-                        disclose=resolved.disclose)
-    return (reply if diagnostics else decisions_only(reply),
-            (result.intervals.status, result.intervals.seconds))
+    reply = audit_reply(inputs, suppressed, result, resolved.time_limit, disclose=resolved.disclose)
+    return (
+        reply if diagnostics else decisions_only(reply),
+        (result.intervals.status, result.intervals.seconds),
+    )
 
 
 def decisions_only(reply: dict) -> dict:
@@ -37,19 +44,32 @@ def decisions_only(reply: dict) -> dict:
     which cells are protected (the reasons of a verdict that is not safe; notes on a safe
     one are for analysts)."""
     reasons = reply["reasons"] if reply["verdict"] != "safe" else []
-    return {"verdict": reply["verdict"], "reasons": reasons,
-            "unions_checked": reply["unions_checked"], "unions": None, "aggregations": None,
-            "solver": None,
-            "cells": [{k: c[k] for k in ("key", "suppressed", "sensitive", "protected")}
-                      for c in reply["cells"]]}
+    return {
+        "verdict": reply["verdict"],
+        "reasons": reasons,
+        "unions_checked": reply["unions_checked"],
+        "unions": None,
+        "aggregations": None,
+        "solver": None,
+        "cells": [
+            {k: c[k] for k in ("key", "suppressed", "sensitive", "protected")}
+            for c in reply["cells"]
+        ],
+    }
 
 
 def _bound(v: float) -> float | None:
     return None if not np.isfinite(v) else v
 
 
-def audit_reply(inputs: TableInputs, suppressed: np.ndarray, result: PatternAudit,
-                time_limit: float, *, disclose: bool) -> dict:
+def audit_reply(
+    inputs: TableInputs,
+    suppressed: np.ndarray,
+    result: PatternAudit,
+    time_limit: float,
+    *,
+    disclose: bool,
+) -> dict:
     """The reply object of an audit (also the suppression's ``audit``).
 
     Protection levels and missing amounts are left out when the profile does not disclose
@@ -61,22 +81,28 @@ def audit_reply(inputs: TableInputs, suppressed: np.ndarray, result: PatternAudi
     shown = np.flatnonzero(suppressed | inputs.sensitive)
     cells = []
     for c in shown.tolist():
-        entry = {"key": list(inputs.space.key(c)), "suppressed": bool(suppressed[c]),
-                 "sensitive": bool(inputs.sensitive[c])}
+        entry = {
+            "key": list(inputs.space.key(c)),
+            "suppressed": bool(suppressed[c]),
+            "sensitive": bool(inputs.sensitive[c]),
+        }
         k = at.get(c)
-        if k is None:   # a sensitive cell left published
+        if k is None:  # a sensitive cell left published
             entry["protected"] = False
         else:
             certified = bool(iv.certified[k])
             entry.update(
                 protected=bool(check.protected[k]) if inputs.sensitive[c] else None,
                 interval=[_bound(iv.lower[k]), _bound(iv.upper[k])] if certified else None,
-                certified=certified)
+                certified=certified,
+            )
             if inputs.sensitive[c] and certified:
-                entry["flags"] = {"exact": bool(check.exact[k]),
-                                  "upper_too_close": bool(check.upper_too_close[k]),
-                                  "lower_too_close": bool(check.lower_too_close[k]),
-                                  "too_narrow": bool(check.too_narrow[k])}
+                entry["flags"] = {
+                    "exact": bool(check.exact[k]),
+                    "upper_too_close": bool(check.upper_too_close[k]),
+                    "lower_too_close": bool(check.lower_too_close[k]),
+                    "too_narrow": bool(check.too_narrow[k]),
+                }
                 if disclose:
                     entry["missing_upper"] = float(check.missing_upper[k])
                     entry["missing_lower"] = float(check.missing_lower[k])
@@ -94,9 +120,14 @@ def audit_reply(inputs: TableInputs, suppressed: np.ndarray, result: PatternAudi
         "cells": cells,
         "unions": _unions(inputs, result.unions) if result.unions is not None else None,
         "aggregations": _aggregations(inputs, agg, disclose) if agg is not None else None,
-        "solver": {"status": iv.status, "message": iv.message, "lp_solves": iv.n_lp_solves,
-                   "components": iv.n_components, "seconds": round(iv.seconds, 6),
-                   "time_limit": time_limit},
+        "solver": {
+            "status": iv.status,
+            "message": iv.message,
+            "lp_solves": iv.n_lp_solves,
+            "components": iv.n_components,
+            "seconds": round(iv.seconds, 6),
+            "time_limit": time_limit,
+        },
     }
 
 
@@ -106,23 +137,39 @@ def _unions(inputs: TableInputs, u) -> list[dict]:
     for k in range(len(u.relation)):
         row = slice(members.indptr[k], members.indptr[k + 1])
         fired = [label for label, f in zip(inputs.rule_labels, u.fired[:, k]) if f]
-        out.append({"relation": inputs.space.describe_relation(int(u.relation[k])),
-                    "cells": inputs.cell_keys(members.indices[row]),
-                    "coefficients": members.data[row].tolist(),
-                    "value": float(u.value[k]), "checked": bool(u.checked[k]),
-                    "sensitive": bool(u.sensitive[k]), "fired": fired})
+        out.append(
+            {
+                "relation": inputs.space.describe_relation(int(u.relation[k])),
+                "cells": inputs.cell_keys(members.indices[row]),
+                "coefficients": members.data[row].tolist(),
+                "value": float(u.value[k]),
+                "checked": bool(u.checked[k]),
+                "sensitive": bool(u.sensitive[k]),
+                "fired": fired,
+            }
+        )
     return out
 
 
 def _aggregations(inputs: TableInputs, agg, disclose: bool) -> dict:
     worst = agg.worst
     if worst is not None:
-        worst = {"cells": inputs.cell_keys(worst.cells),
-                 "coefficients": [float(v) for v in worst.coefficients],
-                 "value": worst.value, "rule": inputs.rule_labels[worst.rule],
-                 "measure": worst.measure if disclose else None, "found_by": worst.found_by}
-    return {"status": agg.status, "message": agg.message,
-            "derived": inputs.cell_keys(agg.derived),
-            "sensitive_groups": len(agg.found), "worst": worst, "groups": agg.groups,
-            "screened": agg.screened, "mip_solves": agg.mip_solves,
-            "seconds": round(agg.seconds, 6)}
+        worst = {
+            "cells": inputs.cell_keys(worst.cells),
+            "coefficients": [float(v) for v in worst.coefficients],
+            "value": worst.value,
+            "rule": inputs.rule_labels[worst.rule],
+            "measure": worst.measure if disclose else None,
+            "found_by": worst.found_by,
+        }
+    return {
+        "status": agg.status,
+        "message": agg.message,
+        "derived": inputs.cell_keys(agg.derived),
+        "sensitive_groups": len(agg.found),
+        "worst": worst,
+        "groups": agg.groups,
+        "screened": agg.screened,
+        "mip_solves": agg.mip_solves,
+        "seconds": round(agg.seconds, 6),
+    }

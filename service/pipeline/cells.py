@@ -18,18 +18,23 @@ from .errors import RequestInputError, to_wire
 
 def check_unique_cell_keys(cell_keys: list[list[str]]) -> None:
     """Each cell once: a second cell with the same key is an error naming that cell."""
-    if len(set(map(tuple, cell_keys))) == len(cell_keys):   # at C speed: the usual case
+    if len(set(map(tuple, cell_keys))) == len(cell_keys):  # at C speed: the usual case
         return
     seen: dict[tuple[str, ...], int] = {}
     for i, key in enumerate(cell_keys):
         first = seen.setdefault(tuple(key), i)
         if first != i:
-            raise RequestInputError(f"duplicate cell key: the same key as cell {first}",
-                                    field="key", cell=i)
+            raise RequestInputError(
+                f"duplicate cell key: the same key as cell {first}", field="key", cell=i
+            )
 
 
-def magnitudes_of(cells: Sequence, spec: wire.RuleSet, ruleset: primary.RuleSet,
-                  index: Sequence[int] | None = None) -> magnitudes.Magnitudes:
+def magnitudes_of(
+    cells: Sequence,
+    spec: wire.RuleSet,
+    ruleset: primary.RuleSet,
+    index: Sequence[int] | None = None,
+) -> magnitudes.Magnitudes:
     """The ordered magnitudes of ``cells[i] for i in index`` (every cell when ``index`` is
     ``None``), in that order; errors name the request's cell numbers.
 
@@ -46,11 +51,16 @@ def magnitudes_of(cells: Sequence, spec: wire.RuleSet, ruleset: primary.RuleSet,
         n, numbers = len(index), index
     parts: list[tuple[list[int] | np.ndarray, magnitudes.Magnitudes]] = []
     if with_contributions:
-        parts.append((with_contributions, _from_contributions(
-            cells, _numbers(with_contributions, numbers), spec, ruleset)))
+        parts.append(
+            (
+                with_contributions,
+                _from_contributions(cells, _numbers(with_contributions, numbers), spec, ruleset),
+            )
+        )
     if with_summary:
-        parts.append((with_summary, _from_summaries(cells, _numbers(with_summary, numbers),
-                                                    ruleset)))
+        parts.append(
+            (with_summary, _from_summaries(cells, _numbers(with_summary, numbers), ruleset))
+        )
     return magnitudes.merge(n, parts)
 
 
@@ -73,12 +83,18 @@ def _contributions(cell) -> tuple[int, Iterable[tuple]]:
     if micro is None:
         return len(cell.contributions), map(_FIELDS, cell.contributions)
     n = len(micro.value)
-    return n, zip(micro.value, micro.holding or repeat(None, n), micro.weight or repeat(None, n),
-                  repeat(False, n), repeat(False, n))
+    return n, zip(
+        micro.value,
+        micro.holding or repeat(None, n),
+        micro.weight or repeat(None, n),
+        repeat(False, n),
+        repeat(False, n),
+    )
 
 
-def contributions_of(cells: Sequence, index: Sequence[int],
-                     weights_mode) -> magnitudes.Contributions:
+def contributions_of(
+    cells: Sequence, index: Sequence[int], weights_mode
+) -> magnitudes.Contributions:
     """The contributions of ``cells[i] for i in index`` as flat arrays; cell ``k`` of the
     result is ``index[k]``'s position in ``index``. A column nobody sent is ``None``."""
     sizes, rows = tuple(zip(*map(_contributions, map(cells.__getitem__, index)))) or ((), ())
@@ -92,21 +108,38 @@ def contributions_of(cells: Sequence, index: Sequence[int],
         codes[None] = -1
         holding_codes = np.fromiter(map(codes.__getitem__, holding), np.int64, n)
     # A contribution without a weight in a weighted request counts once (weight 1).
-    weights = (None if weight.count(None) == n else
-               np.fromiter((1.0 if w is None else w for w in weight), np.float64, n))
+    weights = (
+        None
+        if weight.count(None) == n
+        else np.fromiter((1.0 if w is None else w for w in weight), np.float64, n)
+    )
     return magnitudes.Contributions(
-        cell, np.array(value, np.float64), holding_codes, weights,
+        cell,
+        np.array(value, np.float64),
+        holding_codes,
+        weights,
         np.array(waiver, bool) if any(waiver) else None,
-        np.array(request, bool) if any(request) else None, weights_mode)
+        np.array(request, bool) if any(request) else None,
+        weights_mode,
+    )
 
 
 def _from_contributions(cells, index, spec, ruleset) -> magnitudes.Magnitudes:
     c = contributions_of(cells, index, spec.weights)
     try:
         return magnitudes.from_contributions(
-            len(index), c.cell, c.value, holding=c.holding, weight=c.weight, waiver=c.waiver,
-            request=c.request, weights_mode=c.weights_mode, depth=ruleset.depth,
-            negative=ruleset.negative, refuse_negative=ruleset.has_concentration_rule)
+            len(index),
+            c.cell,
+            c.value,
+            holding=c.holding,
+            weight=c.weight,
+            waiver=c.waiver,
+            request=c.request,
+            weights_mode=c.weights_mode,
+            depth=ruleset.depth,
+            negative=ruleset.negative,
+            refuse_negative=ruleset.has_concentration_rule,
+        )
     except InputError as error:
         raise to_wire(error, numbers=index, cells=cells) from None
 
@@ -116,13 +149,20 @@ def _from_summaries(cells, index, ruleset) -> magnitudes.Magnitudes:
     width = max(1, max(len(s.largest) for s in summaries))
     largest = np.full((len(index), width), np.nan)
     for row, s in enumerate(summaries):
-        largest[row, :len(s.largest)] = s.largest
-    requested = np.fromiter((np.nan if s.requested is None else s.requested for s in summaries),
-                            np.float64, len(summaries))
+        largest[row, : len(s.largest)] = s.largest
+    requested = np.fromiter(
+        (np.nan if s.requested is None else s.requested for s in summaries),
+        np.float64,
+        len(summaries),
+    )
     try:
         return magnitudes.from_summaries(
             np.fromiter((s.total for s in summaries), np.float64, len(summaries)),
             np.fromiter((s.count for s in summaries), np.float64, len(summaries)),
-            largest, requested=requested, depth=ruleset.depth, negative=ruleset.negative)
+            largest,
+            requested=requested,
+            depth=ruleset.depth,
+            negative=ruleset.negative,
+        )
     except InputError as error:
         raise to_wire(error, numbers=index, cells=cells) from None

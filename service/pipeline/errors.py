@@ -50,10 +50,15 @@ class CellNumbers(Protocol):
 #: the count rules on a table's cells in the fields of a structured table's request
 #: (:mod:`schemas.tables`); their cells are the table's.
 TABLE_FIELDS: Mapping[str, Wire] = {
-    "values": "value", "counts": "value", "lower_bounds": "lower_bound",
+    "values": "value",
+    "counts": "value",
+    "lower_bounds": "lower_bound",
     "upper_bounds": "upper_bound",
-    "upper_protection": "protection.upper", "lower_protection": "protection.lower",
-    "tolerance": "structure.tolerance", "relations": "structure", "sensitive": "cells",
+    "upper_protection": "protection.upper",
+    "lower_protection": "protection.lower",
+    "tolerance": "structure.tolerance",
+    "relations": "structure",
+    "sensitive": "cells",
     "forbidden": "constraint",
 }
 #: The noise of the online filter (:func:`service.sdc.query_filter.add_noise`) in the
@@ -61,7 +66,8 @@ TABLE_FIELDS: Mapping[str, Wire] = {
 NOISE_FIELDS: Mapping[str, Wire] = {
     "enterprise_ids": ("contributions.holding", "a respondent is listed under two holdings"),
     "establishment_ids": "contributions.respondent",
-    "values": "contributions.value", "multipliers": "contributions.value",
+    "values": "contributions.value",
+    "multipliers": "contributions.value",
 }
 #: A dense count table (:mod:`service.sdc.frequency`): its cells are flat positions of the
 #: table, not the request's, and what the core can still refuse after the wire's checks
@@ -72,14 +78,17 @@ COUNT_FIELDS: Mapping[str, Wire] = {"counts": "cells"}
 #: the message without it (seed 003 B.1.e: a profile's parameters stay in the service).
 _WITHOUT_PARAMETERS = {
     "too_few_largest": "the summary gives fewer of the largest contributions than the "
-                       "rules need; send more of them (at most one per contributor), or "
-                       "the contributions",
+    "rules need; send more of them (at most one per contributor), or "
+    "the contributions",
 }
 
 
-def to_wire(error: InputError, fields: Mapping[str, Wire] | None = None,
-            numbers: CellNumbers | None = None, cells: Sequence | None = None
-            ) -> RequestInputError:
+def to_wire(
+    error: InputError,
+    fields: Mapping[str, Wire] | None = None,
+    numbers: CellNumbers | None = None,
+    cells: Sequence | None = None,
+) -> RequestInputError:
     """``error`` in the request's terms.
 
     Parameters
@@ -129,8 +138,12 @@ class core_errors:
 
     __slots__ = ("fields", "numbers", "cells")
 
-    def __init__(self, fields: Mapping[str, Wire] | None = None,
-                 numbers: CellNumbers | None = None, cells: Sequence | None = None):
+    def __init__(
+        self,
+        fields: Mapping[str, Wire] | None = None,
+        numbers: CellNumbers | None = None,
+        cells: Sequence | None = None,
+    ):
         self.fields, self.numbers, self.cells = fields, numbers, cells
 
     def __enter__(self) -> None:

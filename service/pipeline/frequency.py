@@ -32,8 +32,9 @@ def reply_size(body: FrequencyRequest, diagnostics: bool) -> int:
     axis = {d.name: a for a, d in enumerate(body.dimensions)}
     key_axes = [axis[k] for k in body.keys if k in axis]
     target_axes = [axis[t] for t in body.targets if t in axis]
-    total = (n + sum(n // sizes[j] for j in target_axes)
-             + n // table_size(sizes[k] for k in key_axes))
+    total = (
+        n + sum(n // sizes[j] for j in target_axes) + n // table_size(sizes[k] for k in key_axes)
+    )
     if diagnostics:
         for a in key_axes:
             for level in body.dimensions[a].hierarchy or []:
@@ -42,16 +43,18 @@ def reply_size(body: FrequencyRequest, diagnostics: bool) -> int:
     return total
 
 
-def variable_axes(keys: list[str], targets: list[str], dims: list[str], prefix: str = ""
-                  ) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def variable_axes(
+    keys: list[str], targets: list[str], dims: list[str], prefix: str = ""
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """The axes of the dimensions named as key variables and as target variables (seed
     001); errors name the field ``prefix + "keys"`` or ``prefix + "targets"``."""
     key_axes = _axes(keys, dims, prefix + "keys")
     target_axes = _axes(targets, dims, prefix + "targets")
     both = set(key_axes) & set(target_axes)
     if both:
-        raise RequestInputError(f"dimension '{dims[min(both)]}' is both a key and a target",
-                                field=prefix + "targets")
+        raise RequestInputError(
+            f"dimension '{dims[min(both)]}' is both a key and a target", field=prefix + "targets"
+        )
     return key_axes, target_axes
 
 
@@ -59,8 +62,9 @@ def _axes(names: list[str], dims: list[str], field: str) -> tuple[int, ...]:
     axes = []
     for i, name in enumerate(names):
         if name not in dims:
-            raise RequestInputError(f"'{name}' is not the name of a dimension",
-                                    field=f"{field}.{i}")
+            raise RequestInputError(
+                f"'{name}' is not the name of a dimension", field=f"{field}.{i}"
+            )
         if dims.index(name) in axes:
             raise RequestInputError(f"'{name}' is named twice", field=f"{field}.{i}")
         axes.append(dims.index(name))
@@ -79,21 +83,26 @@ def _levels(dim: CountDimension, d: int) -> tuple[list[list[int]], list[list[str
         what = "leaf code" if lvl == 0 else f"level-{lvl} area"
         missing = [c for c in below if c not in mapping]
         if missing:
-            raise RequestInputError(f"{what} '{missing[0]}' has no parent at level {lvl + 1}",
-                                    field=field)
+            raise RequestInputError(
+                f"{what} '{missing[0]}' has no parent at level {lvl + 1}", field=field
+            )
         if len(mapping) != len(below):
             known = set(below)
             extra = next(c for c in mapping if c not in known)
-            raise RequestInputError(f"'{extra}' is not a {what} of dimension '{dim.name}'",
-                                    field=field)
+            raise RequestInputError(
+                f"'{extra}' is not a {what} of dimension '{dim.name}'", field=field
+            )
         areas: dict[str, int] = {}
         parents.append([areas.setdefault(mapping[c], len(areas)) for c in below])
         clash = next((a for a in areas if a in level_of), None)
         if clash is not None:
             other = "leaf code" if level_of[clash] == 0 else f"level-{level_of[clash]} area"
-            raise RequestInputError(f"level-{lvl + 1} area '{clash}' has the name of a {other} "
-                                    f"of dimension '{dim.name}'; each code may name one thing "
-                                    "only", field=field)
+            raise RequestInputError(
+                f"level-{lvl + 1} area '{clash}' has the name of a {other} "
+                f"of dimension '{dim.name}'; each code may name one thing "
+                "only",
+                field=field,
+            )
         level_of.update(dict.fromkeys(areas, lvl + 1))
         below = list(areas)
         names.append(below)
@@ -108,20 +117,25 @@ def _table(body: FrequencyRequest):
         raise RequestInputError("two dimensions have the same name", field="dimensions")
     for d, dim in enumerate(body.dimensions):
         if len(set(dim.codes)) != len(dim.codes):
-            raise RequestInputError(f"dimension '{dim.name}' lists a code twice",
-                                    field=f"dimensions.{d}.codes")
+            raise RequestInputError(
+                f"dimension '{dim.name}' lists a code twice", field=f"dimensions.{d}.codes"
+            )
     key_axes, target_axes = variable_axes(body.keys, body.targets, dims)
     if body.rules.extended is not None and not (key_axes and target_axes):
-        raise RequestInputError("the extended rules need at least one key and one target "
-                                "variable", field="keys" if not key_axes else "targets")
+        raise RequestInputError(
+            "the extended rules need at least one key and one target variable",
+            field="keys" if not key_axes else "targets",
+        )
     hierarchies, area_codes = {}, {}
     for d, dim in enumerate(body.dimensions):
         if dim.hierarchy is None:
             continue
         if d not in key_axes:
-            raise RequestInputError(f"dimension '{dim.name}' has a hierarchy but is not a key "
-                                    "variable (only key hierarchies are supported)",
-                                    field=f"dimensions.{d}.hierarchy")
+            raise RequestInputError(
+                f"dimension '{dim.name}' has a hierarchy but is not a key "
+                "variable (only key hierarchies are supported)",
+                field=f"dimensions.{d}.hierarchy",
+            )
         parents, names = _levels(dim, d)
         hierarchies[d], area_codes[d] = fq.KeyHierarchy(parents), names
 
@@ -130,13 +144,19 @@ def _table(body: FrequencyRequest):
     position = np.empty((len(body.cells), len(dims)), dtype=np.int64)
     for i, cell in enumerate(body.cells):
         if len(cell.key) != len(dims):
-            raise RequestInputError(f"the key has {len(cell.key)} codes but the table has "
-                                    f"{len(dims)} dimensions", field="key", cell=i)
+            raise RequestInputError(
+                f"the key has {len(cell.key)} codes but the table has {len(dims)} dimensions",
+                field="key",
+                cell=i,
+            )
         for d, code in enumerate(cell.key):
             p = index[d].get(code)
             if p is None:
-                raise RequestInputError(f"code {d + 1} of the key is not a code of dimension "
-                                        f"'{dims[d]}'", field="key", cell=i)
+                raise RequestInputError(
+                    f"code {d + 1} of the key is not a code of dimension '{dims[d]}'",
+                    field="key",
+                    cell=i,
+                )
             position[i, d] = p
     counts = np.zeros(tuple(len(dim.codes) for dim in body.dimensions), dtype=np.int64)
     counts[tuple(position.T)] = [c.count for c in body.cells]
@@ -154,8 +174,7 @@ def assess(body: FrequencyRequest, diagnostics: bool) -> tuple[dict, int]:
     if body.rules.extended is not None:
         cfg = fq.ExtendedThresholdConfig(**body.rules.extended.model_dump())
         with core_errors(COUNT_FIELDS):
-            result = fq.extended_threshold_rules(counts, key_axes, target_axes, cfg,
-                                                 hierarchies)
+            result = fq.extended_threshold_rules(counts, key_axes, target_axes, cfg, hierarchies)
         labels.update(result.flags)
         inherited = result.inherited
     if body.rules.threshold is not None:
@@ -169,27 +188,52 @@ def assess(body: FrequencyRequest, diagnostics: bool) -> tuple[dict, int]:
     cell_keys = _cell_keys_without(codes, ())
     key_m, target_m = _marginals(result, codes, key_axes, target_axes, diagnostics)
     n_unsafe = int(unsafe.sum())
-    summary = {"cells": int(counts.size), "unsafe": n_unsafe,
-               "empty": int((status == "empty").sum()),
-               "marginals_unsafe": sum(m["sensitive"] for m in key_m + target_m)}
+    summary = {
+        "cells": int(counts.size),
+        "unsafe": n_unsafe,
+        "empty": int((status == "empty").sum()),
+        "marginals_unsafe": sum(m["sensitive"] for m in key_m + target_m),
+    }
     if not diagnostics:
-        cells = [{"key": k, "status": st, "sensitive": se} for k, st, se in zip(
-            cell_keys, status.reshape(-1).tolist(), unsafe.reshape(-1).tolist())]
-        return {"cells": cells, "key_marginals": key_m, "target_marginals": target_m,
-                "summary": summary}, n_unsafe
+        cells = [
+            {"key": k, "status": st, "sensitive": se}
+            for k, st, se in zip(
+                cell_keys, status.reshape(-1).tolist(), unsafe.reshape(-1).tolist()
+            )
+        ]
+        return {
+            "cells": cells,
+            "key_marginals": key_m,
+            "target_marginals": target_m,
+            "summary": summary,
+        }, n_unsafe
 
     summary["by_rule"] = {r: int(f.sum()) for r, f in labels.items()}
     by_cell = _names_by_cell(labels, counts.size)
     inherited_by_cell = _names_by_cell(inherited, counts.size)
-    cells = [{"key": k, "status": st, "sensitive": se, "count": n, "rules": r, "inherited": h}
-             for k, st, se, n, r, h in zip(cell_keys, status.reshape(-1).tolist(),
-                                           unsafe.reshape(-1).tolist(),
-                                           counts.reshape(-1).tolist(), by_cell,
-                                           inherited_by_cell)]
-    levels = ([] if result is None else
-              [_level(lv, codes, area_codes, body.dimensions) for lv in result.levels])
-    return {"cells": cells, "key_marginals": key_m, "target_marginals": target_m,
-            "levels": levels, "summary": summary}, n_unsafe
+    cells = [
+        {"key": k, "status": st, "sensitive": se, "count": n, "rules": r, "inherited": h}
+        for k, st, se, n, r, h in zip(
+            cell_keys,
+            status.reshape(-1).tolist(),
+            unsafe.reshape(-1).tolist(),
+            counts.reshape(-1).tolist(),
+            by_cell,
+            inherited_by_cell,
+        )
+    ]
+    levels = (
+        []
+        if result is None
+        else [_level(lv, codes, area_codes, body.dimensions) for lv in result.levels]
+    )
+    return {
+        "cells": cells,
+        "key_marginals": key_m,
+        "target_marginals": target_m,
+        "levels": levels,
+        "summary": summary,
+    }, n_unsafe
 
 
 def _names_by_cell(flags: dict[str, np.ndarray], n: int) -> list[list[str]]:
@@ -203,32 +247,40 @@ def _names_by_cell(flags: dict[str, np.ndarray], n: int) -> list[list[str]]:
 
 def _cell_keys_without(codes: list[list[str]], summed: tuple[int, ...]) -> list[list[str | None]]:
     """Row-major keys of an array summed over ``summed`` axes, ``None`` at those axes."""
-    return [list(k) for k in itertools.product(
-        *(c if d not in summed else [None] for d, c in enumerate(codes)))]
+    return [
+        list(k)
+        for k in itertools.product(*(c if d not in summed else [None] for d, c in enumerate(codes)))
+    ]
 
 
-def _marginal_list(cell_keys, count: np.ndarray, flag: np.ndarray,
-                   diagnostics: bool) -> list[dict]:
+def _marginal_list(cell_keys, count: np.ndarray, flag: np.ndarray, diagnostics: bool) -> list[dict]:
     if not diagnostics:
-        return [{"key": k, "sensitive": f}
-                for k, f in zip(cell_keys, flag.reshape(-1).tolist())]
-    return [{"key": k, "sensitive": f, "count": n, "rules": ["3"] if f else []}
-            for k, n, f in zip(cell_keys, count.reshape(-1).tolist(),
-                               flag.reshape(-1).tolist())]
+        return [{"key": k, "sensitive": f} for k, f in zip(cell_keys, flag.reshape(-1).tolist())]
+    return [
+        {"key": k, "sensitive": f, "count": n, "rules": ["3"] if f else []}
+        for k, n, f in zip(cell_keys, count.reshape(-1).tolist(), flag.reshape(-1).tolist())
+    ]
 
 
-def _marginals(result, codes, key_axes, target_axes,
-               diagnostics) -> tuple[list[dict], list[dict]]:
+def _marginals(result, codes, key_axes, target_axes, diagnostics) -> tuple[list[dict], list[dict]]:
     """Key marginals ``f_k`` per target axis and target marginals ``f_y`` with rule 3's
     verdicts (seed 001, "Threshold rules", rule 3; computed in service.sdc.frequency)."""
     if result is None:
         return [], []
     key_m = []
     for j in target_axes:
-        key_m += _marginal_list(_cell_keys_without(codes, (j,)), result.key_marginal_counts[j],
-                                result.key_marginal_flags[j], diagnostics)
-    target_m = _marginal_list(_cell_keys_without(codes, key_axes), result.target_marginal_counts,
-                              result.target_marginal_flags, diagnostics)
+        key_m += _marginal_list(
+            _cell_keys_without(codes, (j,)),
+            result.key_marginal_counts[j],
+            result.key_marginal_flags[j],
+            diagnostics,
+        )
+    target_m = _marginal_list(
+        _cell_keys_without(codes, key_axes),
+        result.target_marginal_counts,
+        result.target_marginal_flags,
+        diagnostics,
+    )
     return key_m, target_m
 
 
@@ -236,9 +288,15 @@ def _level(lv: fq.LevelFlags, codes, area_codes, dimensions) -> dict:
     """One level of a key hierarchy: the area rows checked and the unsafe area cells."""
     level_codes = list(codes)
     level_codes[lv.key_axis] = area_codes[lv.key_axis][lv.level - 1]
-    checked = np.logical_or.reduce([np.zeros(lv.counts.shape[:lv.target_axis] + (1,)
-                                             + lv.counts.shape[lv.target_axis + 1:], bool),
-                                    *lv.checked.values()])
+    checked = np.logical_or.reduce(
+        [
+            np.zeros(
+                lv.counts.shape[: lv.target_axis] + (1,) + lv.counts.shape[lv.target_axis + 1 :],
+                bool,
+            ),
+            *lv.checked.values(),
+        ]
+    )
     row_keys = _cell_keys_without(level_codes, (lv.target_axis,))
     cell_keys = _cell_keys_without(level_codes, ())
     by_cell = _names_by_cell(lv.flags, lv.counts.size)
@@ -248,6 +306,9 @@ def _level(lv: fq.LevelFlags, codes, area_codes, dimensions) -> dict:
         "target": dimensions[lv.target_axis].name,
         "level": lv.level,
         "checked": [k for k, c in zip(row_keys, checked.reshape(-1).tolist()) if c],
-        "cells": [{"key": cell_keys[i], "count": flat[i], "rules": by_cell[i]}
-                  for i in range(lv.counts.size) if by_cell[i]],
+        "cells": [
+            {"key": cell_keys[i], "count": flat[i], "rules": by_cell[i]}
+            for i in range(lv.counts.size)
+            if by_cell[i]
+        ],
     }

@@ -8,8 +8,7 @@ from service.config import Settings
 from .errors import LimitError
 
 
-def check_cell_count(n: int, max_cells: int, *, what: str = "cells",
-                     field: str = "cells") -> None:
+def check_cell_count(n: int, max_cells: int, *, what: str = "cells", field: str = "cells") -> None:
     """:class:`LimitError` when ``n`` exceeds ``max_cells`` (``SDC_MAX_CELLS``): the cells
     sent, and (``what``, ``field``) the cells of the table they span or the entries a
     reply would list, which the caller sends no cell for. Call it before anything of size

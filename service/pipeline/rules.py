@@ -13,8 +13,9 @@ from service.sdc import conversions, magnitudes, primary, rules
 from .errors import RequestInputError
 
 
-def resolve_rules(spec: wire.RuleSet | None, profile: str | None,
-                  settings: Settings) -> tuple[wire.RuleSet, bool]:
+def resolve_rules(
+    spec: wire.RuleSet | None, profile: str | None, settings: Settings
+) -> tuple[wire.RuleSet, bool]:
     """The rule set to apply and whether measures may be disclosed in the reply.
 
     Callers that send their own parameters know them; a profile's parameters stay in the
@@ -52,8 +53,9 @@ def rule_labels(specs: list[wire.Rule], *, with_parameters: bool) -> list[str]:
         if spec.name:
             labels.append(spec.name)
         elif with_parameters:
-            params = ",".join(f"{k}={v:g}" for k, v in spec.model_dump(
-                exclude={"type", "name"}).items())
+            params = ",".join(
+                f"{k}={v:g}" for k, v in spec.model_dump(exclude={"type", "name"}).items()
+            )
             labels.append(f"{spec.type}({params})")
         else:
             labels.append(spec.type)
@@ -70,6 +72,11 @@ def rule_equivalents(body: ConversionRequest) -> ConversionReply:
     (:func:`service.sdc.conversions.equivalents`)."""
     params = body.rule.model_dump(exclude={"type", "name"})
     found = conversions.equivalents(body.rule.type, params, body.negative_factor)
-    return ConversionReply.model_validate({"equivalents": [
-        {"rule": {"type": e.kind, **e.params}, "relation": e.relation, "source": e.source}
-        for e in found]})
+    return ConversionReply.model_validate(
+        {
+            "equivalents": [
+                {"rule": {"type": e.kind, **e.params}, "relation": e.relation, "source": e.source}
+                for e in found
+            ]
+        }
+    )

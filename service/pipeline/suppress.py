@@ -15,23 +15,33 @@ from .errors import TABLE_FIELDS, RequestInputError, core_errors
 from .tables import ResolvedTableRequest, TableInputs, check_additivity, table_inputs, table_problem
 
 #: Suppression statuses as solver outcomes of the metrics.
-OUTCOME = {"optimal": "optimal", "feasible": "optimal", "time_limit": "time_limit",
-           "no_safe_pattern": "infeasible"}
+OUTCOME = {
+    "optimal": "optimal",
+    "feasible": "optimal",
+    "time_limit": "time_limit",
+    "no_safe_pattern": "infeasible",
+}
 
 #: What building the reply may take beyond the suppression: the suppression gets the time
 #: limit less the time already spent on the request and this reserve.
 REPLY_SECONDS, REPLY_SHARE = 0.5, 0.05
 
 
-def protect(body: SuppressRequest, resolved: ResolvedTableRequest, started: float,
-            diagnostics: bool) -> dict:
+def protect(
+    body: SuppressRequest, resolved: ResolvedTableRequest, started: float, diagnostics: bool
+) -> dict:
     """The reply (a :class:`~schemas.tables.SuppressReply`). ``started``: when the request
     began (``time.perf_counter``), since its time limit is the request's whole wall time.
     Without ``diagnostics`` the cells' statuses and the loss: no audit, and a solver
     message that names no protection level."""
-    inputs = table_inputs(body.structure, body.cells, resolved.rules,
-                          labels_with_parameters=body.rules is not None,
-                          counts=body.counts, max_entries=resolved.max_pooled_entries)
+    inputs = table_inputs(
+        body.structure,
+        body.cells,
+        resolved.rules,
+        labels_with_parameters=body.rules is not None,
+        counts=body.counts,
+        max_entries=resolved.max_pooled_entries,
+    )
     check_additivity(inputs, body.structure.tolerance)
     n = inputs.space.n_cells
     forbidden, forced = np.zeros(n, bool), np.zeros(n, bool)
@@ -44,48 +54,72 @@ def protect(body: SuppressRequest, resolved: ResolvedTableRequest, started: floa
     if body.cost == "weights":
         unweighted = [i for i, c in enumerate(body.cells) if c.cost is None]
         if unweighted:
-            raise RequestInputError("cost 'weights' needs a cost on every cell", field="cost",
-                                    cell=unweighted[0])
+            raise RequestInputError(
+                "cost 'weights' needs a cost on every cell", field="cost", cell=unweighted[0]
+            )
     conflict = np.flatnonzero(forbidden & inputs.sensitive)
     if conflict.size:
-        raise RequestInputError("a sensitive cell cannot be forbidden to suppress",
-                                field="constraint",
-                                cell=int(inputs.request_of_cell[conflict[0]]))
+        raise RequestInputError(
+            "a sensitive cell cannot be forbidden to suppress",
+            field="constraint",
+            cell=int(inputs.request_of_cell[conflict[0]]),
+        )
     time_limit = resolved.time_limit
     with core_errors(TABLE_FIELDS, inputs.request_of_cell):
         cost = cell_costs(body.cost, inputs.values, inputs.n_contributors, weights)
-    left = time_limit - (time.perf_counter() - started) \
-        - min(REPLY_SECONDS, REPLY_SHARE * time_limit)
+    left = (
+        time_limit - (time.perf_counter() - started) - min(REPLY_SECONDS, REPLY_SHARE * time_limit)
+    )
     problem = table_problem(inputs, body.structure.tolerance)
     with core_errors(TABLE_FIELDS, inputs.request_of_cell):
-        result = suppress(problem, cost=cost, forbidden=forbidden, forced=forced,
-                          method=body.method, time_limit=max(left, 1e-3))
+        result = suppress(
+            problem,
+            cost=cost,
+            forbidden=forbidden,
+            forced=forced,
+            method=body.method,
+            time_limit=max(left, 1e-3),
+        )
     reply = _reply(inputs, result, time_limit, resolved.disclose)
     return reply if diagnostics else _decisions_only(reply)
 
 
-def _reply(inputs: TableInputs, r: SuppressionResult, time_limit: float,
-           disclose: bool) -> dict:
+def _reply(inputs: TableInputs, r: SuppressionResult, time_limit: float, disclose: bool) -> dict:
     safe = r.safe and r.status != "no_safe_pattern"
-    status = np.where(inputs.sensitive, "primary",
-                      np.where(r.secondary if safe else False, "secondary", "published"))
+    status = np.where(
+        inputs.sensitive,
+        "primary",
+        np.where(r.secondary if safe else False, "secondary", "published"),
+    )
     cell_keys = inputs.space.keys.tolist()
     cells = [{"key": list(k), "status": s} for k, s in zip(cell_keys, status.tolist())]
-    solver = {"method": r.method, "status": r.status, "message": r.message,
-              "lower_bound": None if np.isnan(r.lower_bound) else r.lower_bound,
-              "gap": None if np.isnan(r.gap) else r.gap, "seconds": round(r.seconds, 6),
-              "iterations": r.iterations, "time_limit": time_limit,
-              "verdict": None if r.audit is None else r.audit.verdict,
-              "unprotected": [list(cell_keys[j]) for j in r.unprotected.tolist()]}
+    solver = {
+        "method": r.method,
+        "status": r.status,
+        "message": r.message,
+        "lower_bound": None if np.isnan(r.lower_bound) else r.lower_bound,
+        "gap": None if np.isnan(r.gap) else r.gap,
+        "seconds": round(r.seconds, 6),
+        "iterations": r.iterations,
+        "time_limit": time_limit,
+        "verdict": None if r.audit is None else r.audit.verdict,
+        "unprotected": [list(cell_keys[j]) for j in r.unprotected.tolist()],
+    }
     if not safe:
         return {"safe": False, "cells": cells, "loss": None, "solver": solver, "audit": None}
     total = float(np.abs(inputs.values).sum())
     value = float(np.abs(inputs.values[r.suppressed]).sum())
     return {
-        "safe": True, "cells": cells, "solver": solver,
-        "loss": {"cells": int(r.suppressed.sum()), "secondary": int(r.secondary.sum()),
-                 "value": value, "value_share": value / total if total else 0.0,
-                 "cost": r.objective},
+        "safe": True,
+        "cells": cells,
+        "solver": solver,
+        "loss": {
+            "cells": int(r.suppressed.sum()),
+            "secondary": int(r.secondary.sum()),
+            "value": value,
+            "value_share": value / total if total else 0.0,
+            "cost": r.objective,
+        },
         "audit": audit_reply(inputs, r.suppressed, r.audit, time_limit, disclose=disclose),
     }
 
@@ -96,9 +130,11 @@ def _decisions_only(reply: dict) -> dict:
     solver = reply["solver"]
     reply["audit"] = None
     solver["message"] = (
-        "a safe pattern was found" if reply["safe"] else
-        "the time limit was reached before a safe pattern was found and certified; "
+        "a safe pattern was found"
+        if reply["safe"]
+        else "the time limit was reached before a safe pattern was found and certified; "
         "'unprotected' lists the sensitive cells left unprotected"
-        if solver["status"] == "time_limit" else
-        "no safe pattern exists within the constraints")
+        if solver["status"] == "time_limit"
+        else "no safe pattern exists within the constraints"
+    )
     return reply

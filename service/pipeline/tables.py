@@ -43,28 +43,41 @@ from .rules import resolve_rules, rule_labels, ruleset_from_wire
 class ResolvedTableRequest:
     """What a table request (audit, suppression) is served with."""
 
-    rules: wire.RuleSet | None   # none when cells carry protection levels only
-    disclose: bool               # whether the rule set's measures may be shown
-    time_limit: float            # solver seconds, capped by the service
-    max_pooled_entries: int      # the most contributions margins may pool from leaves
+    rules: wire.RuleSet | None  # none when cells carry protection levels only
+    disclose: bool  # whether the rule set's measures may be shown
+    time_limit: float  # solver seconds, capped by the service
+    max_pooled_entries: int  # the most contributions margins may pool from leaves
 
 
-def resolve_table_request(body: AuditRequest | SuppressRequest,
-                          settings: Settings) -> ResolvedTableRequest:
+def resolve_table_request(
+    body: AuditRequest | SuppressRequest, settings: Settings
+) -> ResolvedTableRequest:
     """Check a table request against the service's limits before anything of its size is
     built (:func:`check_table_size`), and resolve its rule set or profile and time limit."""
     check_table_size(body.structure, settings.max_cells)
-    spec, disclose = (resolve_rules(body.rules, body.profile, settings)
-                      if body.rules is not None or body.profile is not None else (None, True))
+    spec, disclose = (
+        resolve_rules(body.rules, body.profile, settings)
+        if body.rules is not None or body.profile is not None
+        else (None, True)
+    )
     if body.counts is not None:
-        bad = [i for i, c in enumerate(body.cells)
-               if c.contributions is not None or c.summary is not None]
+        bad = [
+            i
+            for i, c in enumerate(body.cells)
+            if c.contributions is not None or c.summary is not None
+        ]
         if bad:
-            raise RequestInputError("cells of a count table carry counts as values, not "
-                                    "contributions or summaries", field="contributions",
-                                    cell=bad[0])
-    return ResolvedTableRequest(spec, disclose, solver_seconds(body.time_limit, settings),
-                                LEAF_MAP_FACTOR * settings.max_cells)
+            raise RequestInputError(
+                "cells of a count table carry counts as values, not contributions or summaries",
+                field="contributions",
+                cell=bad[0],
+            )
+    return ResolvedTableRequest(
+        spec,
+        disclose,
+        solver_seconds(body.time_limit, settings),
+        LEAF_MAP_FACTOR * settings.max_cells,
+    )
 
 
 def _n_codes(dim: Dimension) -> int:
@@ -117,17 +130,21 @@ def check_table_size(structure: Structure, max_cells: int) -> None:
         field = "structure.dimensions"
     else:
         # Unknown names are refused when the tables are built.
-        n = sum(table_size(sizes[name] for name in names if name in sizes)
-                for names in structure.tables)
+        n = sum(
+            table_size(sizes[name] for name in names if name in sizes) for names in structure.tables
+        )
         field = "structure.tables"
     check_cell_count(n, max_cells, what="table cells (margins included)", field=field)
     if structure.tables is None:
         entries = table_size(_leaf_depths(dim) for dim in structure.dimensions)
         limit = LEAF_MAP_FACTOR * max_cells
         if entries > limit:
-            raise LimitError(f"the table's cells over its leaf cells need {entries} entries, "
-                             f"over the limit of {limit} ({LEAF_MAP_FACTOR} per allowed "
-                             "cell): its hierarchies are too deep for its size", field=field)
+            raise LimitError(
+                f"the table's cells over its leaf cells need {entries} entries, "
+                f"over the limit of {limit} ({LEAF_MAP_FACTOR} per allowed "
+                "cell): its hierarchies are too deep for its size",
+                field=field,
+            )
 
 
 def space_from_wire(structure: Structure) -> Table | LinkedTables:
@@ -135,13 +152,17 @@ def space_from_wire(structure: Structure) -> Table | LinkedTables:
     dims: dict[str, Hierarchy] = {}
     for d, dim in enumerate(structure.dimensions):
         try:
-            h = (Hierarchy.flat(dim.name, dim.leaves, dim.total) if dim.leaves is not None
-                 else Hierarchy.from_children(dim.name, dim.children))
+            h = (
+                Hierarchy.flat(dim.name, dim.leaves, dim.total)
+                if dim.leaves is not None
+                else Hierarchy.from_children(dim.name, dim.children)
+            )
         except StructureError as exc:
             raise RequestInputError(exc.message, field=f"structure.dimensions.{d}") from None
         if dims.setdefault(dim.name, h) is not h:
-            raise RequestInputError(f"dimension name {dim.name!r} is used twice",
-                                    field=f"structure.dimensions.{d}.name")
+            raise RequestInputError(
+                f"dimension name {dim.name!r} is used twice", field=f"structure.dimensions.{d}.name"
+            )
     if structure.tables is None:
         return Table(list(dims.values()))
     tables = []
@@ -153,8 +174,9 @@ def space_from_wire(structure: Structure) -> Table | LinkedTables:
         tables.append(Table([dims[n] for n in names]))
     missing = set(dims) - {n for names in structure.tables for n in names}
     if missing:
-        raise RequestInputError(f"dimension {sorted(missing)[0]!r} is in no linked table",
-                                field="structure.tables")
+        raise RequestInputError(
+            f"dimension {sorted(missing)[0]!r} is in no linked table", field="structure.tables"
+        )
     try:
         linked = LinkedTables(tables)
     except StructureError as exc:
@@ -162,8 +184,10 @@ def space_from_wire(structure: Structure) -> Table | LinkedTables:
     if [h.name for h in linked.dimensions] != list(dims):
         # Keys are read in the order of 'dimensions'; the linked space orders them by
         # first appearance in 'tables'.
-        raise RequestInputError("list the dimensions in the order they first appear in 'tables'",
-                                field="structure.dimensions")
+        raise RequestInputError(
+            "list the dimensions in the order they first appear in 'tables'",
+            field="structure.dimensions",
+        )
     return linked
 
 
@@ -172,8 +196,8 @@ class TableInputs:
     """A request's table as arrays in the core's cell order (length ``space.n_cells``)."""
 
     space: Table | LinkedTables
-    cell_of_request: np.ndarray      # table cell of each request cell
-    request_of_cell: np.ndarray      # request index of each table cell, -1 if not sent
+    cell_of_request: np.ndarray  # table cell of each request cell
+    request_of_cell: np.ndarray  # request index of each table cell, -1 if not sent
     values: np.ndarray
     lower_bounds: np.ndarray
     upper_bounds: np.ndarray
@@ -182,16 +206,22 @@ class TableInputs:
     lower_protection: np.ndarray
     unions: UnionSource | None
     rule_labels: list[str]
-    fired: np.ndarray | None         # (rules, n_cells) when a rule set was applied
-    n_contributors: np.ndarray       # 0 where unknown
+    fired: np.ndarray | None  # (rules, n_cells) when a rule set was applied
+    n_contributors: np.ndarray  # 0 where unknown
 
     def cell_keys(self, cells) -> list[list[str]]:
         return [list(self.space.key(int(c))) for c in cells]
 
 
-def table_inputs(structure: Structure, cells: Sequence[TableCell], spec: wire.RuleSet | None,
-                 *, labels_with_parameters: bool, counts: CountRules | None = None,
-                 max_entries: int | None = None) -> TableInputs:
+def table_inputs(
+    structure: Structure,
+    cells: Sequence[TableCell],
+    spec: wire.RuleSet | None,
+    *,
+    labels_with_parameters: bool,
+    counts: CountRules | None = None,
+    max_entries: int | None = None,
+) -> TableInputs:
     """The table and its cells' values, sensitivity and bounds. ``max_entries``: the most
     contributions margins may pool from their leaves (413 beyond)."""
     space = space_from_wire(structure)
@@ -199,12 +229,18 @@ def table_inputs(structure: Structure, cells: Sequence[TableCell], spec: wire.Ru
     check_unique_cell_keys([c.key for c in cells])
     for i, c in enumerate(cells):
         if len(c.key) != len(space.dimensions):
-            raise RequestInputError(f"a cell key needs {len(space.dimensions)} codes "
-                                    f"({', '.join(space.names)}), got {len(c.key)}",
-                                    field="key", cell=i)
+            raise RequestInputError(
+                f"a cell key needs {len(space.dimensions)} codes "
+                f"({', '.join(space.names)}), got {len(c.key)}",
+                field="key",
+                cell=i,
+            )
     try:
-        where = space.cell_indices(np.array([c.key for c in cells], dtype=object).T
-                                   if cells else [[] for _ in space.dimensions])
+        where = space.cell_indices(
+            np.array([c.key for c in cells], dtype=object).T
+            if cells
+            else [[] for _ in space.dimensions]
+        )
     except StructureError as exc:
         # The cell the message is about (looking each cell up again was quadratic).
         raise RequestInputError(exc.message, field="key", cell=exc.index) from None
@@ -215,8 +251,9 @@ def table_inputs(structure: Structure, cells: Sequence[TableCell], spec: wire.Ru
     ruleset = ruleset_from_wire(spec) if spec is not None else None
     m, known, contributions = _magnitudes(cells, where, n, spec, ruleset)
     if ruleset is not None and isinstance(space, Table):
-        m, known, contributions = _pooled_margins(space, cells, where, m, known,
-                                                  contributions, ruleset, max_entries)
+        m, known, contributions = _pooled_margins(
+            space, cells, where, m, known, contributions, ruleset, max_entries
+        )
     values = _values(space, cells, where, m, known)
     lower = _bounds(cells, where, n, "lower_bound", 0.0)
     upper = _bounds(cells, where, n, "upper_bound", np.inf)
@@ -226,14 +263,20 @@ def table_inputs(structure: Structure, cells: Sequence[TableCell], spec: wire.Ru
     negative = np.flatnonzero((values < 0) & np.isfinite(lower) & (lower >= 0))
     if negative.size:
         cell = int(request_of_cell[negative[0]])
-        raise RequestInputError("a cell is negative: tables with negative cells need "
-                                "explicit a-priori bounds (lower_bound) on every cell that "
-                                "may be suppressed", field="lower_bound",
-                                cell=cell if cell >= 0 else None)
+        raise RequestInputError(
+            "a cell is negative: tables with negative cells need "
+            "explicit a-priori bounds (lower_bound) on every cell that "
+            "may be suppressed",
+            field="lower_bound",
+            cell=cell if cell >= 0 else None,
+        )
     bad = np.flatnonzero(lower > upper)
     if bad.size:
-        raise RequestInputError("lower_bound exceeds upper_bound", field="lower_bound",
-                                cell=int(request_of_cell[bad[0]]))
+        raise RequestInputError(
+            "lower_bound exceeds upper_bound",
+            field="lower_bound",
+            cell=int(request_of_cell[bad[0]]),
+        )
     _check_finite_within_bounds(space, values, lower, upper, request_of_cell)
 
     sensitive = np.zeros(n, bool)
@@ -249,11 +292,13 @@ def table_inputs(structure: Structure, cells: Sequence[TableCell], spec: wire.Ru
         lo = np.where(sensitive, verdict.lower_protection, 0.0)
         fired = verdict.fired & known
         labels = rule_labels(spec.rules, with_parameters=labels_with_parameters)
-    unions = (UnionSource(m, ruleset, known=known, contributions=contributions)
-              if ruleset is not None and known.any() else None)
+    unions = (
+        UnionSource(m, ruleset, known=known, contributions=contributions)
+        if ruleset is not None and known.any()
+        else None
+    )
     if counts is not None:
-        sensitive, up, labels, unions = _count_sensitivity(space, values, counts,
-                                                           request_of_cell)
+        sensitive, up, labels, unions = _count_sensitivity(space, values, counts, request_of_cell)
         lo = up.copy()
     for i, c in enumerate(cells):
         if c.protection is not None:
@@ -261,45 +306,65 @@ def table_inputs(structure: Structure, cells: Sequence[TableCell], spec: wire.Ru
             sensitive[j] = True
             up[j] = max(up[j], c.protection.upper)
             lo[j] = max(lo[j], c.protection.lower)
-    return TableInputs(space, where, request_of_cell, values, lower, upper, sensitive, up, lo,
-                       unions, labels, fired, np.where(known, m.count, 0.0))
+    return TableInputs(
+        space,
+        where,
+        request_of_cell,
+        values,
+        lower,
+        upper,
+        sensitive,
+        up,
+        lo,
+        unions,
+        labels,
+        fired,
+        np.where(known, m.count, 0.0),
+    )
 
 
 def _check_finite_within_bounds(space, values, lower, upper, request_of_cell) -> None:
     """Every value finite (a computed margin can overflow) and within its cell's a-priori
     bounds; errors name the request's cell, or the table cell's key when it was computed."""
     for bad, field, why in (
-            (~np.isfinite(values), "value", "is too large: the sum overflows"),
-            (values < lower, "lower_bound", "lies below its lower_bound"),
-            (values > upper, "upper_bound", "lies above its upper_bound")):
+        (~np.isfinite(values), "value", "is too large: the sum overflows"),
+        (values < lower, "lower_bound", "lies below its lower_bound"),
+        (values > upper, "upper_bound", "lies above its upper_bound"),
+    ):
         where = np.flatnonzero(bad)
         if where.size:
             sent = int(request_of_cell[where[0]])
             if sent >= 0:
                 raise RequestInputError(f"the cell's value {why}", field=field, cell=sent)
-            raise RequestInputError(f"the computed margin {list(space.key(int(where[0])))} {why}",
-                                    field=field)
+            raise RequestInputError(
+                f"the computed margin {list(space.key(int(where[0])))} {why}", field=field
+            )
 
 
 def _count_sensitivity(space, values, counts: CountRules, request_of_cell):
     """The threshold rule and/or seed 001's extended threshold rules on every cell of a
     count table (margins included), protection ``range`` percent of the count (DESIGN
     item 4: 0 or a configured range)."""
-    bad = ~(np.isfinite(values) & (values >= 0) & (values == np.round(values))
-            & (values <= MAX_COUNT))
+    bad = ~(
+        np.isfinite(values) & (values >= 0) & (values == np.round(values)) & (values <= MAX_COUNT)
+    )
     if bad.any():
         # Name a cell the caller sent (a computed margin inherits its leaves' fault).
         sent = request_of_cell[bad]
         cell = int(sent[sent >= 0].min()) if (sent >= 0).any() else None
-        raise RequestInputError(f"a count table needs whole counts from 0 to {MAX_COUNT} as cell "
-                                "values", field="value", cell=cell)
+        raise RequestInputError(
+            f"a count table needs whole counts from 0 to {MAX_COUNT} as cell values",
+            field="value",
+            cell=cell,
+        )
     # Named dimensions are checked even when only the threshold rule runs.
     axes = variable_axes(counts.keys, counts.targets, list(space.names), prefix="counts.")
     sensitive = np.zeros(len(values), bool)
     with core_errors(TABLE_FIELDS, request_of_cell):
         if counts.threshold is not None:
-            sensitive |= frequency.threshold_rule(values, counts.threshold,
-                                                  zero_cells=counts.zero_cells)
+            sensitive |= frequency.threshold_rule(
+                values, counts.threshold, zero_cells=counts.zero_cells
+            )
         if counts.extended is not None:
             sensitive |= _extended(space, values, counts, *axes)
     level = np.where(sensitive, counts.range / 100.0 * values, 0.0)
@@ -314,20 +379,26 @@ def _count_sensitivity(space, values, counts: CountRules, request_of_cell):
     t, label = max(minimum)
     n = len(values)
     as_counts = magnitudes.Magnitudes(
-        value=values, total=values, count=values, largest=np.zeros((n, 2)),
-        target=np.zeros(n), requested=np.zeros(n), protectable=np.ones(n, bool),
-        all_zero=np.zeros(n, bool))
+        value=values,
+        total=values,
+        count=values,
+        largest=np.zeros((n, 2)),
+        target=np.zeros(n),
+        requested=np.zeros(n),
+        protectable=np.ones(n, bool),
+        all_zero=np.zeros(n, bool),
+    )
     unions = UnionSource(as_counts, primary.RuleSet((MinimumFrequency(int(np.ceil(t))),)))
     return sensitive, level, [label], unions
 
 
 def _extended(space, values, counts: CountRules, key_axes, target_axes) -> np.ndarray:
     if not isinstance(space, Table):
-        raise RequestInputError("the extended rules need one table, not linked tables",
-                                field="counts.extended")
+        raise RequestInputError(
+            "the extended rules need one table, not linked tables", field="counts.extended"
+        )
     config = frequency.ExtendedThresholdConfig(**counts.extended.model_dump())
-    return frequency.extended_threshold_rules_on_table(space, values, key_axes, target_axes,
-                                                       config)
+    return frequency.extended_threshold_rules_on_table(space, values, key_axes, target_axes, config)
 
 
 def _magnitudes(cells, where, n, spec, ruleset):
@@ -337,8 +408,11 @@ def _magnitudes(cells, where, n, spec, ruleset):
     known[where[has]] = True
     if ruleset is None:
         if has:
-            raise RequestInputError("contributions or summaries need 'rules' or 'profile' to be "
-                                    "assessed", field="rules", cell=has[0])
+            raise RequestInputError(
+                "contributions or summaries need 'rules' or 'profile' to be assessed",
+                field="rules",
+                cell=has[0],
+            )
         return _empty(n, 2), known, None
     m_part = magnitudes_of(cells, spec, ruleset, index=has) if has else None
     with_contributions = [i for i in has if cells[i].contributions is not None]
@@ -353,8 +427,9 @@ def _magnitudes(cells, where, n, spec, ruleset):
     return magnitudes.merge(n, parts), known, contributions
 
 
-def _pooled_margins(space: Table, cells, where, m, known, contributions, ruleset,
-                    max_entries: int | None = None):
+def _pooled_margins(
+    space: Table, cells, where, m, known, contributions, ruleset, max_entries: int | None = None
+):
     """Margins sent without contributions or summary get their leaves' contributions.
 
     A margin's respondents are those of the leaves below it (one holding across several
@@ -372,7 +447,7 @@ def _pooled_margins(space: Table, cells, where, m, known, contributions, ruleset
         return m, known, contributions
     raw = np.zeros(n, bool)
     raw[where[[i for i, c in enumerate(cells) if c.contributions is not None]]] = True
-    below = space.aggregation[margins].tocsr()          # margins x leaves
+    below = space.aggregation[margins].tocsr()  # margins x leaves
     n_leaves = np.diff(below.indptr)
     n_raw = below @ raw[leaf_cells].astype(float)
     n_known = below @ known[leaf_cells].astype(float)
@@ -383,7 +458,9 @@ def _pooled_margins(space: Table, cells, where, m, known, contributions, ruleset
             f"the margin {key} is computed from leaves sent with a summary or a bare value "
             "next to leaves with contributions or a summary: its contributors cannot be "
             "pooled from them; send the margin with its own summary or contributions, or "
-            "every leaf below it with contributions", field="cells")
+            "every leaf below it with contributions",
+            field="cells",
+        )
     pool = margins[n_raw == n_leaves]
     if not pool.size or contributions is None:
         return m, known, contributions
@@ -395,28 +472,43 @@ def _pooled_margins(space: Table, cells, where, m, known, contributions, ruleset
             above *= h.depth[space.key_positions[:, d]] + 1
         entries = int(((above - 1)[contributions.cell]).sum())
         if entries > max_entries:
-            raise LimitError(f"pooling the leaves' contributions into the margins needs "
-                             f"{entries} entries, over the limit of {max_entries}; send the "
-                             "margins with their own summary", field="cells")
+            raise LimitError(
+                f"pooling the leaves' contributions into the margins needs "
+                f"{entries} entries, over the limit of {max_entries}; send the "
+                "margins with their own summary",
+                field="cells",
+            )
     # Each leaf contribution once more in every pooled margin above its leaf.
-    g = space.aggregation[pool].tocsr()                 # pooled margins x leaves
-    over_leaves = sp.csr_matrix((g.data, leaf_cells[g.indices], g.indptr),
-                                shape=(len(pool), n))
+    g = space.aggregation[pool].tocsr()  # pooled margins x leaves
+    over_leaves = sp.csr_matrix((g.data, leaf_cells[g.indices], g.indptr), shape=(len(pool), n))
     rows, _, src = spread(over_leaves, UnionSource(m, ruleset, contributions=contributions))
     target = pool[rows]
     pick = lambda a: None if a is None else np.asarray(a)[src]
-    pooled = magnitudes.Contributions(target, contributions.value[src],
-                                      pick(contributions.holding), pick(contributions.weight),
-                                      pick(contributions.waiver), pick(contributions.request),
-                                      contributions.weights_mode)
+    pooled = magnitudes.Contributions(
+        target,
+        contributions.value[src],
+        pick(contributions.holding),
+        pick(contributions.weight),
+        pick(contributions.waiver),
+        pick(contributions.request),
+        contributions.weights_mode,
+    )
     local = np.full(n, -1)
     local[pool] = np.arange(len(pool))
-    with core_errors():   # its cells are margins the request did not send
+    with core_errors():  # its cells are margins the request did not send
         m_pool = magnitudes.from_contributions(
-            len(pool), local[pooled.cell], pooled.value, holding=pooled.holding,
-            weight=pooled.weight, waiver=pooled.waiver, request=pooled.request,
-            weights_mode=pooled.weights_mode, depth=ruleset.depth, negative=ruleset.negative,
-            refuse_negative=ruleset.has_concentration_rule)
+            len(pool),
+            local[pooled.cell],
+            pooled.value,
+            holding=pooled.holding,
+            weight=pooled.weight,
+            waiver=pooled.waiver,
+            request=pooled.request,
+            weights_mode=pooled.weights_mode,
+            depth=ruleset.depth,
+            negative=ruleset.negative,
+            refuse_negative=ruleset.has_concentration_rule,
+        )
     rest = np.flatnonzero(~np.isin(np.arange(n), pool))
     m = magnitudes.merge(n, [(rest, _take(m, rest)), (pool, m_pool)])
     known = known.copy()
@@ -424,23 +516,32 @@ def _pooled_margins(space: Table, cells, where, m, known, contributions, ruleset
     merged = magnitudes.Contributions(
         np.concatenate([contributions.cell, pooled.cell]),
         np.concatenate([contributions.value, pooled.value]),
-        *(None if a is None else np.concatenate([a, b]) for a, b in (
-            (contributions.holding, pooled.holding), (contributions.weight, pooled.weight),
-            (contributions.waiver, pooled.waiver), (contributions.request, pooled.request))),
-        contributions.weights_mode)
+        *(
+            None if a is None else np.concatenate([a, b])
+            for a, b in (
+                (contributions.holding, pooled.holding),
+                (contributions.weight, pooled.weight),
+                (contributions.waiver, pooled.waiver),
+                (contributions.request, pooled.request),
+            )
+        ),
+        contributions.weights_mode,
+    )
     return m, known, merged
 
 
 def _take(m: magnitudes.Magnitudes, index: np.ndarray) -> magnitudes.Magnitudes:
     """The magnitudes of cells ``index``."""
-    return magnitudes.Magnitudes(**{f.name: getattr(m, f.name)[index]
-                                    for f in dataclasses.fields(m)})
+    return magnitudes.Magnitudes(
+        **{f.name: getattr(m, f.name)[index] for f in dataclasses.fields(m)}
+    )
 
 
 def _empty(n: int, depth: int) -> magnitudes.Magnitudes:
     """Magnitudes of cells sent without contributions or summary (no contributors)."""
-    return magnitudes.from_summaries(np.zeros(n), np.zeros(n), np.full((n, depth), np.nan),
-                                     depth=depth)
+    return magnitudes.from_summaries(
+        np.zeros(n), np.zeros(n), np.full((n, depth), np.nan), depth=depth
+    )
 
 
 def _values(space, cells, where, m, known) -> np.ndarray:
@@ -460,8 +561,11 @@ def _values(space, cells, where, m, known) -> np.ndarray:
     if leaves_missing.size:
         key = list(space.key(int(leaves_missing[0])))
         sent = np.flatnonzero(where == leaves_missing[0])
-        raise RequestInputError(f"leaf cell {key} has no value, contributions or summary",
-                                field="value", cell=int(sent[0]) if sent.size else None)
+        raise RequestInputError(
+            f"leaf cell {key} has no value, contributions or summary",
+            field="value",
+            cell=int(sent[0]) if sent.size else None,
+        )
     if not given.all():
         x = np.where(given, x, _filled(space, x))
     return x
@@ -474,9 +578,12 @@ def _shifted(space, x, m, known, shift: float, request_of_cell) -> np.ndarray:
     missing = np.flatnonzero(space.is_leaf & ~known)
     if missing.size:
         cell = int(request_of_cell[missing[0]])
-        raise RequestInputError("the shift for negative values needs contributions or a summary "
-                                "on every leaf cell (its number of contributors)", field="cells",
-                                cell=cell if cell >= 0 else None)
+        raise RequestInputError(
+            "the shift for negative values needs contributions or a summary "
+            "on every leaf cell (its number of contributors)",
+            field="cells",
+            cell=cell if cell >= 0 else None,
+        )
     return _filled(space, np.where(space.is_leaf, x + m.count * shift, np.nan))
 
 
@@ -513,15 +620,25 @@ def check_additivity(inputs: TableInputs, tolerance: float) -> None:
     members = sent_as[np.concatenate([[parent[v.index]], space.relations[v.index].indices])]
     sent = members[members >= 0]
     # By how much is left out: the difference is derived from the data (README, errors).
-    raise RequestInputError(f"margins do not add up: {v.description} does not hold within "
-                            f"structure.tolerance ({tolerance:g})", field="value",
-                            cell=int(sent[0]) if sent.size else None)
+    raise RequestInputError(
+        f"margins do not add up: {v.description} does not hold within "
+        f"structure.tolerance ({tolerance:g})",
+        field="value",
+        cell=int(sent[0]) if sent.size else None,
+    )
 
 
 def table_problem(inputs: TableInputs, tolerance: float) -> TableProblem:
     """The core's problem of a request's table (audit and suppression)."""
     with core_errors(TABLE_FIELDS, inputs.request_of_cell):
-        return TableProblem.of(inputs.space, inputs.values, inputs.sensitive,
-                               inputs.upper_protection, inputs.lower_protection,
-                               inputs.lower_bounds, inputs.upper_bounds, unions=inputs.unions,
-                               tolerance=tolerance)
+        return TableProblem.of(
+            inputs.space,
+            inputs.values,
+            inputs.sensitive,
+            inputs.upper_protection,
+            inputs.lower_protection,
+            inputs.lower_bounds,
+            inputs.upper_bounds,
+            unions=inputs.unions,
+            tolerance=tolerance,
+        )

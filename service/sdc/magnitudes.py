@@ -174,8 +174,11 @@ def _all_zero(n_cells: int, cell: np.ndarray, value: np.ndarray) -> np.ndarray:
 def _check_totals(published: np.ndarray, field: str = "contributions.value") -> None:
     overflow = ~np.isfinite(published)
     if overflow.any():
-        raise InputError("the cell's total overflows the range of 64-bit floating point",
-                         field=field, cell=_first(overflow))
+        raise InputError(
+            "the cell's total overflows the range of 64-bit floating point",
+            field=field,
+            cell=_first(overflow),
+        )
 
 
 def _run_starts(sorted_cell: np.ndarray) -> np.ndarray:
@@ -183,16 +186,18 @@ def _run_starts(sorted_cell: np.ndarray) -> np.ndarray:
     return np.searchsorted(sorted_cell, sorted_cell, side="left")
 
 
-def _scatter_ranked(n_cells: int, depth: int, cell: np.ndarray, rank: np.ndarray,
-                    amount: np.ndarray) -> np.ndarray:
+def _scatter_ranked(
+    n_cells: int, depth: int, cell: np.ndarray, rank: np.ndarray, amount: np.ndarray
+) -> np.ndarray:
     largest = np.zeros((n_cells, depth))
     keep = rank < depth
     largest[cell[keep], rank[keep]] = amount[keep]
     return largest
 
 
-def _apply_sign_policy(value: np.ndarray, cell: np.ndarray, policy: NegativePolicy,
-                       refuse_negative: bool) -> np.ndarray:
+def _apply_sign_policy(
+    value: np.ndarray, cell: np.ndarray, policy: NegativePolicy, refuse_negative: bool
+) -> np.ndarray:
     """Observation-level part of the negative-value policy (refusal and the shift)."""
     if policy.mode == "shift":
         below = value < -policy.bound
@@ -200,7 +205,9 @@ def _apply_sign_policy(value: np.ndarray, cell: np.ndarray, policy: NegativePoli
             raise InputError(
                 "contribution is below the a-priori bound -M of the shift transformation "
                 "(seed 004 strategy 2 needs every x >= -M)",
-                field="contributions.value", cell=int(cell[_first(below)]))
+                field="contributions.value",
+                cell=int(cell[_first(below)]),
+            )
         return value + policy.bound
     if policy.mode == "refuse" and refuse_negative:
         negative = value < 0
@@ -208,7 +215,10 @@ def _apply_sign_policy(value: np.ndarray, cell: np.ndarray, policy: NegativePoli
             raise InputError(
                 "negative contribution: concentration rules are meaningless for negative "
                 "values (seed 000); choose negative_values mode 'absolute', 'relaxed' or "
-                "'shift'", field="contributions.value", cell=int(cell[_first(negative)]))
+                "'shift'",
+                field="contributions.value",
+                cell=int(cell[_first(negative)]),
+            )
     return value
 
 
@@ -271,27 +281,37 @@ def from_contributions(
             raise InputError(
                 "holdings cannot be combined with sampling weights: the replicated "
                 "contributions belong to no known holding (seed 000, Sampling weights, Note)",
-                field="contributions.holding", cell=int(cell[_first(np.asarray(holding) >= 0)]))
+                field="contributions.holding",
+                cell=int(cell[_first(np.asarray(holding) >= 0)]),
+            )
         for name, flags in (("waiver", waiver), ("request", request)):
             if flags is not None and np.asarray(flags).any():
                 raise InputError(
                     f"{name} flags cannot be combined with sampling weights: the weighted "
                     "pseudo-respondents are not the respondent who gave them",
-                    field=f"contributions.{name}", cell=int(cell[_first(np.asarray(flags))]))
+                    field=f"contributions.{name}",
+                    cell=int(cell[_first(np.asarray(flags))]),
+                )
         weight = np.asarray(weight, dtype=np.float64)
         _check_finite("contributions.weight", weight, cell)
         bad = weight <= 0
         if bad.any():
-            raise InputError("sampling weight must be > 0", field="contributions.weight",
-                             cell=int(cell[_first(bad)]))
-        return _weighted(n_cells, cell, value, weight, weights_mode, depth, negative,
-                         refuse_negative)
-    return _unweighted(n_cells, cell, value, holding, waiver, request, depth, negative,
-                       refuse_negative)
+            raise InputError(
+                "sampling weight must be > 0",
+                field="contributions.weight",
+                cell=int(cell[_first(bad)]),
+            )
+        return _weighted(
+            n_cells, cell, value, weight, weights_mode, depth, negative, refuse_negative
+        )
+    return _unweighted(
+        n_cells, cell, value, holding, waiver, request, depth, negative, refuse_negative
+    )
 
 
-def _unweighted(n_cells, cell, value, holding, waiver, request, depth, negative,
-                refuse_negative) -> Magnitudes:
+def _unweighted(
+    n_cells, cell, value, holding, waiver, request, depth, negative, refuse_negative
+) -> Magnitudes:
     published = np.bincount(cell, weights=value, minlength=n_cells)
     _check_totals(published)
     all_zero = _all_zero(n_cells, cell, value)
@@ -390,10 +410,10 @@ def _weighted(n_cells, cell, value, weight, mode, depth, negative, refuse_negati
 
     if mode == "replicate":
         upto = np.cumsum(weight)
-        upto -= (upto - weight)[starts]   # cumulative weight within the cell
+        upto -= (upto - weight)[starts]  # cumulative weight within the cell
         start = upto - weight
         largest = np.empty((n_cells, depth))
-        for j in range(depth):   # a loop over slots (depth is 2 or 3), not over cells
+        for j in range(depth):  # a loop over slots (depth is 2 or 3), not over cells
             share = np.clip(np.minimum(upto, j + 1) - np.maximum(start, j), 0.0, None)
             largest[:, j] = np.bincount(cell, weights=share * value, minlength=n_cells)
         target = largest[:, 0].copy()
@@ -470,36 +490,64 @@ def from_summaries(
     _check_finite("summary.total", total, index)
     _check_finite("summary.count", count, index)
     if np.isinf(given).any():
-        raise InputError("summary.largest must be finite", field="summary.largest",
-                         cell=_first(np.isinf(given).any(axis=1)))
+        raise InputError(
+            "summary.largest must be finite",
+            field="summary.largest",
+            cell=_first(np.isinf(given).any(axis=1)),
+        )
     # Unknown trailing entries as -inf keep the order check to the known ones (-inf minus
     # -inf is nan, which compares False: no warning wanted for it).
     with np.errstate(invalid="ignore"):
-        rising = np.asarray((np.diff(np.where(known, largest, -np.inf), axis=1) > 0).any(axis=1)
-                            if largest.shape[1] > 1 else np.zeros(m, bool))
+        rising = np.asarray(
+            (np.diff(np.where(known, largest, -np.inf), axis=1) > 0).any(axis=1)
+            if largest.shape[1] > 1
+            else np.zeros(m, bool)
+        )
     # (cells failing, field, message[, error class: InputError when not given])
     checks: list[tuple[np.ndarray, str, str] | tuple[np.ndarray, str, str, type[InputError]]] = [
         (count < 0, "summary.count", "count must be >= 0"),
-        (n_known > np.ceil(count), "summary.largest",
-         "more largest contributions than contributors"),
+        (
+            n_known > np.ceil(count),
+            "summary.largest",
+            "more largest contributions than contributors",
+        ),
         (rising, "summary.largest", "largest contributions must be given in decreasing order"),
-        (n_known < np.minimum(depth, np.ceil(count)), "summary.largest",
-         f"the rule set needs the {depth} largest contributions of this cell", TooFewLargest),
+        (
+            n_known < np.minimum(depth, np.ceil(count)),
+            "summary.largest",
+            f"the rule set needs the {depth} largest contributions of this cell",
+            TooFewLargest,
+        ),
     ]
     if negative.mode == "shift":
-        with np.errstate(over="ignore"):   # an overflow is reported just below
+        with np.errstate(over="ignore"):  # an overflow is reported just below
             total = total + count * negative.bound
         _check_totals(total, "summary.total")
         given = np.where(known, given + negative.bound, 0.0)
-        checks.append(((total < 0) | (given < 0).any(axis=1), "summary",
-                       "a value is below the a-priori bound -M of the shift transformation"))
+        checks.append(
+            (
+                (total < 0) | (given < 0).any(axis=1),
+                "summary",
+                "a value is below the a-priori bound -M of the shift transformation",
+            )
+        )
     else:
-        checks.append(((total < 0) | (given < 0).any(axis=1), "summary",
-                       "summaries must be non-negative (send absolute contributions, or "
-                       "use negative_values mode 'shift')"))
+        checks.append(
+            (
+                (total < 0) | (given < 0).any(axis=1),
+                "summary",
+                "summaries must be non-negative (send absolute contributions, or "
+                "use negative_values mode 'shift')",
+            )
+        )
     scale = np.maximum(np.abs(total), 1.0)
-    checks.append((given.sum(axis=1) > total + _SUM_TOLERANCE * scale, "summary.largest",
-                   "largest contributions add up to more than the total"))
+    checks.append(
+        (
+            given.sum(axis=1) > total + _SUM_TOLERANCE * scale,
+            "summary.largest",
+            "largest contributions add up to more than the total",
+        )
+    )
     for bad, field, message, *kind in checks:
         if bad.any():
             raise (kind[0] if kind else InputError)(message, field=field, cell=_first(bad))
@@ -545,5 +593,5 @@ def merge(n_cells: int, parts: list[tuple[list[int] | np.ndarray, Magnitudes]]) 
         index = np.asarray(index, dtype=np.int64)
         for name, column in out.items():
             column[index] = getattr(m, name)
-        largest[index, :m.depth] = m.largest
+        largest[index, : m.depth] = m.largest
     return Magnitudes(largest=largest, **out)
