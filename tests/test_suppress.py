@@ -276,34 +276,26 @@ def test_a_search_stopped_by_its_deadline_with_every_level_met_is_audited():
     pattern = sens.copy()
     for key in (("A", "III"), ("B", "I"), ("B", "III")):
         pattern[t.cell_index(key)] = True
-    r = finish(
-        p,
-        Attacker(p),
-        None,
-        "time_limit",
-        "late",
-        np.nan,
-        0,
-        "fast",
-        start,
-        start + 30,
-        partial=(pattern, requirements(p)),
-    )
+
+    def finish_with(reached):
+        return finish(
+            p,
+            Attacker(p),
+            None,
+            "time_limit",
+            "late",
+            np.nan,
+            0,
+            "fast",
+            start,
+            start + 30,
+            partial=(reached, requirements(p)),
+        )
+
+    r = finish_with(pattern)
     assert r.safe and r.status == "feasible" and (r.suppressed == pattern).all()
     assert "audit proved the pattern safe" in r.message
     short = sens.copy()  # nothing else suppressed: A,I is exposed by its row and column
-    r = finish(
-        p,
-        Attacker(p),
-        None,
-        "time_limit",
-        "late",
-        np.nan,
-        0,
-        "fast",
-        start,
-        start + 30,
-        partial=(short, requirements(p)),
-    )
+    r = finish_with(short)
     assert r.status == "time_limit" and not r.safe
     assert r.unprotected.tolist() == [t.cell_index(("A", "I"))]

@@ -9,7 +9,7 @@ from schemas.tables import AuditRequest
 from service.sdc.audit import PatternAudit, audit_pattern
 
 from .errors import TABLE_FIELDS, core_errors
-from .tables import ResolvedTableRequest, TableInputs, check_additivity, table_inputs, table_problem
+from .tables import ResolvedTableRequest, TableInputs, checked_table_inputs, table_problem
 
 
 def audit(
@@ -18,15 +18,7 @@ def audit(
     """The reply (an :class:`~schemas.tables.AuditReply`; without ``diagnostics`` the
     verdict and which cells are protected, :func:`decisions_only`) and how the interval
     solve ended (status, seconds) for the metrics."""
-    inputs = table_inputs(
-        body.structure,
-        body.cells,
-        resolved.rules,
-        labels_with_parameters=body.rules is not None,
-        counts=body.counts,
-        max_entries=resolved.max_pooled_entries,
-    )
-    check_additivity(inputs, body.structure.tolerance)
+    inputs = checked_table_inputs(body, resolved)
     suppressed = np.zeros(inputs.space.n_cells, bool)
     suppressed[inputs.cell_of_request[[i for i, c in enumerate(body.cells) if c.suppressed]]] = True
     problem = table_problem(inputs, body.structure.tolerance)

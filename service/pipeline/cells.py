@@ -124,22 +124,28 @@ def contributions_of(
     )
 
 
+def ruled_magnitudes(n_cells: int, c: magnitudes.Contributions, ruleset) -> magnitudes.Magnitudes:
+    """Ordered magnitudes of ``c`` as ``ruleset`` reads them (its depth, negative-value
+    policy and whether a concentration rule refuses negative contributions)."""
+    return magnitudes.from_contributions(
+        n_cells,
+        c.cell,
+        c.value,
+        holding=c.holding,
+        weight=c.weight,
+        waiver=c.waiver,
+        request=c.request,
+        weights_mode=c.weights_mode,
+        depth=ruleset.depth,
+        negative=ruleset.negative,
+        refuse_negative=ruleset.has_concentration_rule,
+    )
+
+
 def _from_contributions(cells, index, spec, ruleset) -> magnitudes.Magnitudes:
     c = contributions_of(cells, index, spec.weights)
     try:
-        return magnitudes.from_contributions(
-            len(index),
-            c.cell,
-            c.value,
-            holding=c.holding,
-            weight=c.weight,
-            waiver=c.waiver,
-            request=c.request,
-            weights_mode=c.weights_mode,
-            depth=ruleset.depth,
-            negative=ruleset.negative,
-            refuse_negative=ruleset.has_concentration_rule,
-        )
+        return ruled_magnitudes(len(index), c, ruleset)
     except InputError as error:
         raise to_wire(error, numbers=index, cells=cells) from None
 

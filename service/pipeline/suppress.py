@@ -12,7 +12,7 @@ from service.sdc.suppress import SuppressionResult, cell_costs, suppress
 
 from .audit import audit_reply
 from .errors import TABLE_FIELDS, RequestInputError, core_errors
-from .tables import ResolvedTableRequest, TableInputs, check_additivity, table_inputs, table_problem
+from .tables import ResolvedTableRequest, TableInputs, checked_table_inputs, table_problem
 
 #: Suppression statuses as solver outcomes of the metrics.
 OUTCOME = {
@@ -34,15 +34,7 @@ def protect(
     began (``time.perf_counter``), since its time limit is the request's whole wall time.
     Without ``diagnostics`` the cells' statuses and the loss: no audit, and a solver
     message that names no protection level."""
-    inputs = table_inputs(
-        body.structure,
-        body.cells,
-        resolved.rules,
-        labels_with_parameters=body.rules is not None,
-        counts=body.counts,
-        max_entries=resolved.max_pooled_entries,
-    )
-    check_additivity(inputs, body.structure.tolerance)
+    inputs = checked_table_inputs(body, resolved)
     n = inputs.space.n_cells
     forbidden, forced = np.zeros(n, bool), np.zeros(n, bool)
     weights = np.zeros(n)

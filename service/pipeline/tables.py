@@ -32,7 +32,7 @@ from service.sdc.rules import MinimumFrequency
 from service.sdc.table import Hierarchy, LinkedTables, StructureError, Table, table_size
 from service.sdc.unions import UnionSource, spread
 
-from .cells import check_unique_cell_keys, contributions_of, magnitudes_of
+from .cells import check_unique_cell_keys, contributions_of, magnitudes_of, ruled_magnitudes
 from .errors import TABLE_FIELDS, LimitError, RequestInputError, core_errors
 from .frequency import variable_axes
 from .limits import check_cell_count, solver_seconds
@@ -496,20 +496,10 @@ def _pooled_margins(
     local = np.full(n, -1)
     local[pool] = np.arange(len(pool))
     with core_errors():  # its cells are margins the request did not send
-        m_pool = magnitudes.from_contributions(
-            len(pool),
-            local[pooled.cell],
-            pooled.value,
-            holding=pooled.holding,
-            weight=pooled.weight,
-            waiver=pooled.waiver,
-            request=pooled.request,
-            weights_mode=pooled.weights_mode,
-            depth=ruleset.depth,
-            negative=ruleset.negative,
-            refuse_negative=ruleset.has_concentration_rule,
+        m_pool = ruled_magnitudes(
+            len(pool), dataclasses.replace(pooled, cell=local[pooled.cell]), ruleset
         )
-    rest = np.flatnonzero(~np.isin(np.arange(n), pool))
+    rest = np.setdiff1d(np.arange(n), pool)
     m = magnitudes.merge(n, [(rest, _take(m, rest)), (pool, m_pool)])
     known = known.copy()
     known[pool] = True
@@ -603,6 +593,21 @@ def _bounds(cells, where, n, name, default) -> np.ndarray:
         if (v := getattr(c, name)) is not None:
             b[where[i]] = v
     return b
+
+
+def checked_table_inputs(body, resolved: ResolvedTableRequest) -> TableInputs:
+    """:func:`table_inputs` of an audit or suppression request, its margins checked
+    (:func:`check_additivity`)."""
+    inputs = table_inputs(
+        body.structure,
+        body.cells,
+        resolved.rules,
+        labels_with_parameters=body.rules is not None,
+        counts=body.counts,
+        max_entries=resolved.max_pooled_entries,
+    )
+    check_additivity(inputs, body.structure.tolerance)
+    return inputs
 
 
 def check_additivity(inputs: TableInputs, tolerance: float) -> None:

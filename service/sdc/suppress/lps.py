@@ -260,6 +260,8 @@ class Boxes:
 
     def __init__(self, table: Table):
         self.shape = table.shape
+        # Row-major: cell = sum over dimensions of position * stride.
+        self.strides = np.cumprod((1,) + self.shape[::-1][:-1])[::-1]
         self.positions = table.key_positions
         self.kin = []
         for h in table.dimensions:
@@ -275,8 +277,7 @@ class Boxes:
         cell, ``inf`` when it may not be used), or ``None`` when that box is the whole
         table."""
         at = self.positions[i]
-        strides = np.cumprod((1,) + self.shape[::-1][:-1])[::-1]
-        base = int(at @ strides)
+        base = int(at @ self.strides)
         sets, whole = [], True
         for d, (parent, kids, sibs) in enumerate(self.kin):
             code = int(at[d])
@@ -286,7 +287,7 @@ class Boxes:
             for group in (sibs[code], kids[code]):
                 group = group[group != code]
                 if len(group) > width:
-                    line = base + (group - code) * strides[d]
+                    line = base + (group - code) * self.strides[d]
                     group = group[np.argsort(score[line], kind="stable")[:width]]
                 chosen.append(group)
             codes = np.unique(np.concatenate(chosen))
