@@ -17,6 +17,18 @@ duration, and it stops by itself.
    times ``/healthz`` every 50 ms. Expected: 503s, each with Retry-After; health answered
    throughout; the server alive, its RSS (``process_resident_memory_bytes``) not growing
    from one saturation pass to the next.
+
+Between them, **one large request at a time** (``--sequential-seconds``): the same large
+table on one connection, for the server's CPU per large request. Under saturation the
+admitted large requests take nearly all of one CPU, so the rate of 503s is what is left
+over: a few per cent more per admitted request shows as far fewer 503s per second. This
+pass measures that cost directly.
+
+``--before PATH`` (a checkout of an earlier version: ``git worktree add /tmp/before REV``)
+runs the same passes against it with this interpreter, ``--rounds`` times in alternating
+order, and prints the medians side by side with their ratios: the machines are shared and
+their speed drifts by tens of per cent within minutes, so only figures taken back to back
+compare.
 """
 
 from __future__ import annotations
@@ -30,6 +42,7 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import median
 
 import numpy as np
 import orjson
@@ -38,7 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from service import api_keys
 from service.api.compute_pool import INLINE_CELLS
-from tests.servers import server
+from tests.servers import ROOT, server
 
 FILTER_KEY = "load-filter.local-benchmark-key-0001"
 ANALYST_KEY = "load-analyst.local-benchmark-key-0002"
@@ -254,38 +267,35 @@ def rss_mib(url: str) -> float:
     return float("nan")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seconds", type=float, default=60)
-    parser.add_argument("--saturate-seconds", type=float, default=30)
-    parser.add_argument("--filter-connections", type=int, default=4)
-    parser.add_argument("--saturate-connections", type=int, default=16)
-    parser.add_argument("--threads", type=int, default=1, help="SDC_WORKER_THREADS")
-    parser.add_argument("--queue", type=int, default=2, help="SDC_QUEUE_DEPTH")
-    args = parser.parse_args()
+def _key_file(path: Path, method: str) -> None:
+    path.write_text(
+        json.dumps(
+            {
+                "keys": [
+                    {
+                        "id": "load-filter",
+                        "role": "filter",
+                        "hash": api_keys.hash_key(FILTER_KEY, method=method),
+                    },
+                    {
+                        "id": "load-analyst",
+                        "role": "analyst",
+                        "hash": api_keys.hash_key(ANALYST_KEY, method=method),
+                    },
+                ]
+            }
+        )
+    )
 
+
+def measure(root: Path, args: argparse.Namespace, key_method: str) -> dict[str, float]:
+    """Every pass against the service checked out at ``root``; the figures to compare."""
+    from benchmarks.filter import PROFILES
+
+    figures: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         key_file = Path(tmp) / "keys.json"
-        key_file.write_text(
-            json.dumps(
-                {
-                    "keys": [
-                        {
-                            "id": "load-filter",
-                            "role": "filter",
-                            "hash": api_keys.hash_key(FILTER_KEY),
-                        },
-                        {
-                            "id": "load-analyst",
-                            "role": "analyst",
-                            "hash": api_keys.hash_key(ANALYST_KEY),
-                        },
-                    ]
-                }
-            )
-        )
-        from benchmarks.filter import PROFILES
-
+        _key_file(key_file, key_method)
         profiles = Path(tmp) / "profiles.json"
         profiles.write_text(json.dumps(PROFILES))
         env = {
@@ -295,47 +305,26 @@ def main() -> None:
             "SDC_PROFILES": str(profiles),
             "SDC_NOISE_SECRET": "load-test-noise-secret-0123456789",
         }
-        with server(env) as srv:
+        with server(env, root=root) as srv:
             url, port = srv.url, srv.port
-            dims, cells = table(10, 10, seed=1)
-            suppress = {
-                "structure": {"dimensions": dims},
-                "cells": cells,
-                "rules": RULES,
-                "method": "fast",
-            }
-            sens = _request("/v1/sensitivity", orjson.dumps(sensitivity_body(100, 1)), FILTER_KEY)
-            online = _request("/v1/filter", orjson.dumps(filter_body()), FILTER_KEY)
-            mix = [[("filter 50 cells", online)]] * (args.filter_connections - 1) + [
-                [("sensitivity 100 cells", sens)],
-                [
-                    (
-                        "audit 20x20",
-                        _request("/v1/audit", orjson.dumps(audit_body(url, 20)), ANALYST_KEY),
-                    )
-                ],
-                [
-                    (
-                        "suppress 10x10 fast",
-                        _request("/v1/suppress", orjson.dumps(suppress), ANALYST_KEY),
-                    )
-                ],
-            ]
-            others = example_requests(
-                url, {"/v1/sensitivity", "/v1/audit", "/v1/suppress", "/v1/filter"}
-            )
-            if others:
-                mix.append(others)
+            print(f"# {root}")
+            mix = _mix(url, args.filter_connections)
             run(port, mix, 3)  # warm-up
             rss_start = rss_mib(url)
+            cpu = srv.cpu_seconds()
             tallies, seconds, _, _ = run(port, mix, args.seconds)
             total = report(
                 f"Mixed load, {args.seconds:.0f} s, {len(mix)} connections "
-                f"(pool {env['SDC_WORKER_THREADS']} threads + "
-                f"{env['SDC_QUEUE_DEPTH']} queued):",
+                f"(pool {args.threads} threads + {args.queue} queued):",
                 tallies,
                 seconds,
             )
+            figures["mixed: requests/s"] = total.count / seconds
+            figures["mixed: server CPU ms per request"] = (
+                1000 * (srv.cpu_seconds() - cpu) / max(total.count, 1)
+            )
+            filter_ms = np.array(tallies["filter 50 cells"].latencies) * 1000
+            figures["mixed: filter p99 ms"] = float(np.percentile(filter_ms, 99))
             unexpected = {s: n for s, n in total.statuses.items() if s not in (200, 503)}
             print(
                 f"  unexpected statuses: {unexpected or 'none'}; RSS {rss_start:.0f} -> "
@@ -345,7 +334,17 @@ def main() -> None:
             big = _request(
                 "/v1/sensitivity", orjson.dumps(sensitivity_body(INLINE_CELLS * 2, 2)), ANALYST_KEY
             )
-            heavy = [[("sensitivity 4,000 cells", big)]] * args.saturate_connections
+            label = "sensitivity 4,000 cells"
+            cpu = srv.cpu_seconds()
+            tallies, seconds, _, _ = run(port, [[(label, big)]], args.sequential_seconds)
+            total = report(
+                f"One large request at a time, {args.sequential_seconds:.0f} s:", tallies, seconds
+            )
+            per_request = 1000 * (srv.cpu_seconds() - cpu) / max(total.count, 1)
+            figures["sequential: server CPU ms per large request"] = per_request
+            print(f"  server CPU per request {per_request:.1f} ms")
+
+            heavy = [[(label, big)]] * args.saturate_connections
             rss = [rss_mib(url)]
             for n in (1, 2):
                 tallies, seconds, health, failures = run(
@@ -365,11 +364,70 @@ def main() -> None:
                     f"{np.percentile(health, 99):.2f} ms, max {health.max():.2f} ms, "
                     f"failed {len(failures)}"
                 )
+                figures[f"saturation {n}: requests/s"] = total.count / seconds
+                figures[f"saturation {n}: admitted (200) per s"] = (
+                    total.statuses.get(200, 0) / seconds
+                )
+                figures[f"saturation {n}: /healthz p50 ms"] = float(np.percentile(health, 50))
             print(
                 f"RSS: before saturation {rss[0]:.0f} MiB, after pass 1 {rss[1]:.0f} MiB, "
                 f"after pass 2 {rss[2]:.0f} MiB; server alive: "
                 f"{urllib.request.urlopen(url + '/healthz', timeout=5).status == 200}"
             )
+    return figures
+
+
+def _mix(url: str, filter_connections: int) -> list[list[tuple[str, bytes]]]:
+    dims, cells = table(10, 10, seed=1)
+    suppress = {"structure": {"dimensions": dims}, "cells": cells, "rules": RULES, "method": "fast"}
+    sens = _request("/v1/sensitivity", orjson.dumps(sensitivity_body(100, 1)), FILTER_KEY)
+    online = _request("/v1/filter", orjson.dumps(filter_body()), FILTER_KEY)
+    mix = [[("filter 50 cells", online)]] * (filter_connections - 1) + [
+        [("sensitivity 100 cells", sens)],
+        [("audit 20x20", _request("/v1/audit", orjson.dumps(audit_body(url, 20)), ANALYST_KEY))],
+        [("suppress 10x10 fast", _request("/v1/suppress", orjson.dumps(suppress), ANALYST_KEY))],
+    ]
+    others = example_requests(url, {"/v1/sensitivity", "/v1/audit", "/v1/suppress", "/v1/filter"})
+    if others:
+        mix.append(others)
+    return mix
+
+
+def compare(results: dict[str, list[dict[str, float]]]) -> None:
+    """Medians over the rounds, side by side, with the ratio current / before."""
+    (now, now_runs), (then, then_runs) = results.items()
+    print(f"\nMedians over {len(now_runs)} alternating rounds ({now} / {then}):")
+    print(f"  {'figure':<48} {now:>10} {then:>10} {'ratio':>7}")
+    for name in now_runs[0]:
+        a = median(r[name] for r in now_runs)
+        b = median(r[name] for r in then_runs)
+        print(f"  {name:<48} {a:10.2f} {b:10.2f} {a / b if b else float('nan'):7.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--sequential-seconds", type=float, default=10)
+    parser.add_argument("--saturate-seconds", type=float, default=30)
+    parser.add_argument("--filter-connections", type=int, default=4)
+    parser.add_argument("--saturate-connections", type=int, default=16)
+    parser.add_argument("--threads", type=int, default=1, help="SDC_WORKER_THREADS")
+    parser.add_argument("--queue", type=int, default=2, help="SDC_QUEUE_DEPTH")
+    parser.add_argument("--before", type=Path, help="checkout of an earlier version")
+    parser.add_argument("--rounds", type=int, default=3, help="with --before: alternations")
+    args = parser.parse_args()
+
+    if args.before is None:
+        measure(ROOT, args, api_keys.METHODS[0])
+        return
+    # Hashes both versions read: the earlier ones predate HMAC keys.
+    versions = {"current": ROOT, "before": args.before.resolve()}
+    results: dict[str, list[dict[str, float]]] = {name: [] for name in versions}
+    for i in range(args.rounds):
+        order = list(versions) if i % 2 == 0 else list(reversed(versions))
+        for name in order:
+            results[name].append(measure(versions[name], args, "sha256"))
+    compare(results)
 
 
 if __name__ == "__main__":

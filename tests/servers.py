@@ -69,9 +69,10 @@ class Server:
 
 
 @contextlib.contextmanager
-def server(env: dict | None = None, workers: int = 1):
+def server(env: dict | None = None, workers: int = 1, root: Path = ROOT):
     """Start ``sdc-service`` on a free loopback port; yield it as a :class:`Server`; stop
-    it."""
+    it. ``root`` is the checkout to run (an earlier version, for benchmarks that compare
+    back to back), with this interpreter and its packages."""
     port = free_port()
     full_env = {
         **os.environ,
@@ -82,7 +83,7 @@ def server(env: dict | None = None, workers: int = 1):
         **(env or {}),
     }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "service"], cwd=ROOT, env=full_env, stdout=subprocess.DEVNULL
+        [sys.executable, "-m", "service"], cwd=root, env=full_env, stdout=subprocess.DEVNULL
     )
     url = f"http://127.0.0.1:{port}"
     try:
