@@ -347,7 +347,9 @@ def check_aggregations(
     derived : array_like of bool, shape (n_cells,), optional
         Suppressed cells the intruder computes exactly (point intervals).
     deadline : float, optional
-        ``time.perf_counter()`` value by which to stop; else ``time_limit`` from now.
+        Reading of the current clock (:func:`service.sdc.highs.now`: seconds, or the
+        suppression's work units in deterministic mode) by which to stop; else
+        ``time_limit`` seconds from now.
     screen_only : bool
         Leave a group the screen does not prove ``undecided`` instead of running the MIP,
         listing the atoms it failed on in ``failing`` (for the fast method, which then
@@ -368,7 +370,7 @@ def check_aggregations(
     :func:`atom_map`.
     """
     start = time.perf_counter()
-    deadline = start + time_limit if deadline is None else deadline
+    deadline = highs.now() + time_limit if deadline is None else deadline
     a = sp.csr_matrix(getattr(relations, "relations", relations), dtype=float)
     values = np.asarray(values, dtype=float)
     suppressed = np.asarray(suppressed, dtype=bool)
@@ -622,7 +624,7 @@ class _Group:
             return None
         statuses, how = [], "screen"
         for k, mask in relevant:
-            if time.perf_counter() > w.deadline:
+            if highs.now() > w.deadline:
                 w.why.add("time limit reached")
                 return "undecided", None, "time"
             if w.forms[k] is None:
@@ -936,7 +938,7 @@ class _Group:
         add({0: sp.csr_matrix(floor[None, :])}, 0.0, np.inf)
         a_all = sp.vstack(blocks, format="csc")
 
-        if time.perf_counter() >= w.deadline:
+        if highs.now() >= w.deadline:
             w.why.add("time limit reached")
             return "undecided", None, "mip"
         # Any point at or above the floor is a sensitive aggregation: stop at the first.

@@ -149,6 +149,7 @@ def _published_contradiction(p: _Problem) -> str | None:
     return None
 
 
+@highs.on_wall_clock
 def feasibility_intervals(
     relations,
     values,
@@ -605,6 +606,7 @@ class PatternAudit:
         return self.aggregations.derived
 
 
+@highs.on_wall_clock
 def audit_pattern(problem: TableProblem, suppressed, *, time_limit: float = 60.0) -> PatternAudit:
     """Audit a suppression pattern: intervals, protection levels and every aggregation.
 

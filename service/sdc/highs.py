@@ -6,6 +6,11 @@ MIP) is built by :func:`model` from numpy arrays and a sparse constraint matrix,
 :func:`run` against a wall-clock deadline, and its outcome read as an :class:`Outcome`
 (scipy's ``linprog``/``milp`` keep the same shape: one wrapper, one status map).
 
+Clocks. Deadlines are read on the current :class:`Clock` (:func:`now`): wall-clock seconds,
+or, in deterministic mode (:class:`WorkClock`, a request's ``work_limit``), units of solver
+work, so that a search that runs out of budget stops at the same point on any machine
+(issue 16). The audit always runs on the wall clock (:func:`wall_clock`).
+
 Tolerances. HiGHS solves to a primal and dual feasibility tolerance of ``1e-7``; a
 solution's reach is therefore only known to that relative precision. :func:`reaches` is the
 one place that reads "the attacker reaches the protection level" with that allowance.
@@ -13,9 +18,14 @@ one place that reads "the attacker reaches the protection level" with that allow
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import enum
+import functools
+import math
 import time
-from typing import Any, TypedDict
+from collections.abc import Callable, Iterator
+from typing import Any, ParamSpec, TypedDict, TypeVar
 
 import highspy
 import numpy as np
@@ -59,7 +69,120 @@ _OUTCOMES = {
     _MS.kInfeasible: Outcome.INFEASIBLE,
     _MS.kUnbounded: Outcome.UNBOUNDED,
     _MS.kTimeLimit: Outcome.TIME_LIMIT,
+    # The work clock's limits (simplex iterations of an LP, nodes of a MIP): its deadline.
+    _MS.kIterationLimit: Outcome.TIME_LIMIT,
+    _MS.kSolutionLimit: Outcome.TIME_LIMIT,
 }
+
+#: HiGHS's "no limit" for its iteration and node counts.
+_NO_LIMIT = 2**31 - 1
+
+
+class Clock:
+    """Wall-clock seconds (``time.perf_counter()``): what deadlines are measured in unless
+    a search runs on a :class:`WorkClock`."""
+
+    #: This clock's units in one second, to turn a search's fixed allowances (a few
+    #: seconds of clean-up) into its own units.
+    second = 1.0
+
+    def now(self) -> float:
+        return time.perf_counter()
+
+    def limit(self, h: highspy.Highs, remaining: float) -> None:
+        """Limit ``h``'s next run to ``remaining`` units. HiGHS 1.x compares ``time_limit``
+        with the run time accumulated over every ``run()`` of the object
+        (ERGO-Code/HiGHS#1331, #1477; measured here: a model reused for 1.5 s of solves
+        stops at once under a 1 s limit), so the limit is set on top of the time spent."""
+        h.setOptionValue("time_limit", float(h.getRunTime() + remaining))
+        h.setOptionValue("simplex_iteration_limit", _NO_LIMIT)
+        h.setOptionValue("mip_max_nodes", _NO_LIMIT)
+
+    def spend(self, h: highspy.Highs) -> None:
+        """Account for ``h``'s last run (nothing: the wall clock runs by itself)."""
+
+
+class WorkClock(Clock):
+    """Deterministic mode (issue 16 part 5): time measured in solver work, so that the same
+    request stops at the same point, and gives the same pattern, on a fast machine and a
+    slow one.
+
+    A run costs one unit plus its simplex iterations; a MIP's runs are limited by nodes
+    (HiGHS does not limit a MIP's total iterations), at :data:`NODE_UNITS` units per node
+    for the limit, and charged their iterations. Between runs the searches do bounded
+    Python work per LP, so the budget bounds the whole search. ``wall_deadline`` still
+    holds (a ``time.perf_counter()`` instant): past it every deadline is reached at once
+    and :attr:`wall_hit` tells the result that it depends on the machine after all.
+    """
+
+    second = 20_000.0  # about a second of simplex iterations on the LPs of this service
+    NODE_UNITS = 200
+
+    def __init__(self, wall_deadline: float):
+        self.used = 0.0
+        self.wall_deadline = wall_deadline
+        self.wall_hit = False
+
+    def now(self) -> float:
+        if time.perf_counter() >= self.wall_deadline:
+            self.wall_hit = True
+            return math.inf
+        return self.used
+
+    def limit(self, h: highspy.Highs, remaining: float) -> None:
+        h.setOptionValue(
+            "time_limit", float(h.getRunTime() + self.wall_deadline - time.perf_counter())
+        )
+        units = int(min(max(remaining - 1.0, 0.0), _NO_LIMIT))
+        h.setOptionValue("simplex_iteration_limit", units)
+        h.setOptionValue("mip_max_nodes", max(1, min(units // self.NODE_UNITS, _NO_LIMIT)))
+
+    def spend(self, h: highspy.Highs) -> None:
+        self.used += 1.0 + max(int(h.getInfo().simplex_iteration_count), 0)
+
+
+_WALL = Clock()
+_current: contextvars.ContextVar[Clock] = contextvars.ContextVar("sdc_clock", default=_WALL)
+
+
+def now() -> float:
+    """The current clock's reading (:class:`Clock`, :class:`WorkClock`)."""
+    return _current.get().now()
+
+
+def clock() -> Clock:
+    return _current.get()
+
+
+@contextlib.contextmanager
+def using(c: Clock) -> Iterator[Clock]:
+    """Deadlines inside the block are read on ``c``."""
+    token = _current.set(c)
+    try:
+        yield c
+    finally:
+        _current.reset(token)
+
+
+def wall_clock() -> contextlib.AbstractContextManager[Clock]:
+    """The block runs on the wall clock (the audit: its time limit is always seconds)."""
+    return using(_WALL)
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def on_wall_clock(fn: Callable[_P, _R]) -> Callable[_P, _R]:
+    """``fn`` runs on the wall clock whatever clock its caller runs on: a function whose
+    time limit is in seconds (the audit, the feasibility intervals)."""
+
+    @functools.wraps(fn)
+    def wrapped(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with wall_clock():
+            return fn(*args, **kwargs)
+
+    return wrapped
 
 
 def model(
@@ -108,18 +231,17 @@ def model(
 
 
 def run(h: highspy.Highs, deadline: float) -> Outcome:
-    """Solve ``h`` until at most ``deadline`` (a ``time.perf_counter()`` instant).
+    """Solve ``h`` until at most ``deadline`` on the current clock (:func:`now`).
 
-    Past the deadline nothing is run and the outcome is ``TIME_LIMIT``. HiGHS 1.x compares
-    ``time_limit`` with the run time accumulated over every ``run()`` of the object
-    (ERGO-Code/HiGHS#1331, #1477; measured here: a model reused for 1.5 s of solves stops
-    at once under a 1 s limit), so the limit is set on top of the time already spent.
-    """
-    remaining = deadline - time.perf_counter()
+    Past the deadline nothing is run and the outcome is ``TIME_LIMIT``, as for a run that
+    reaches it (on a :class:`WorkClock`: its iteration or node limit)."""
+    c = _current.get()
+    remaining = deadline - c.now()
     if remaining <= 0:
         return Outcome.TIME_LIMIT
-    h.setOptionValue("time_limit", float(h.getRunTime() + remaining))
+    c.limit(h, remaining)
     h.run()
+    c.spend(h)
     return outcome(h)
 
 

@@ -58,10 +58,12 @@ Readings
   is run with the true bounds.
 """
 
+import dataclasses
 import time
 
 import numpy as np
 
+from .. import highs
 from ..audit import audit_pattern
 from ..errors import InputError
 from ..problem import TableProblem
@@ -83,6 +85,7 @@ def suppress(
     forced=None,
     method: str = "fast",
     time_limit: float = 60.0,
+    work_limit: float | None = None,
 ) -> SuppressionResult:
     """Choose secondary suppressions that protect every sensitive cell.
 
@@ -99,6 +102,15 @@ def suppress(
     method : {"fast", "exact"}
     time_limit : float
         Seconds for the whole call, audit included.
+    work_limit : float, optional
+        Deterministic mode (issue 16 part 5): the search's budget in solver work (units of
+        :class:`service.sdc.highs.WorkClock`: one per LP or MIP run plus its simplex
+        iterations) instead of a share of ``time_limit``, so that the same call gives the
+        same pattern on any machine. ``time_limit`` still bounds the whole call; when it
+        is what stopped the search, the message says the result depends on the machine.
+        The final audit always runs on the wall clock (its verdict does not depend on
+        the speed of the machine unless it runs out of time, which makes it
+        ``uncertified``).
 
     Returns
     -------
@@ -109,12 +121,38 @@ def suppress(
         raise InputError(f"unknown method {method!r}; one of {', '.join(METHODS)}", field="method")
     if not time_limit > 0:
         raise InputError("time_limit must be > 0 seconds", field="time_limit")
-    # ``time_limit`` is the whole call: it ends at ``end``. The final audit (every interval
-    # and every aggregation; it can take longer than finding the pattern) keeps a quarter
-    # of it: the search stops at ``p.deadline``, and the audit gets all that is left.
-    audit_share = 0.25
+    if work_limit is not None and not work_limit >= 1:
+        raise InputError("work_limit must be at least 1", field="work_limit")
     end = start + time_limit
-    deadline = start + (1.0 - audit_share) * time_limit
+    if work_limit is None:
+        return _search(problem, cost, forbidden, forced, method, start, end, time_limit, 0.25)
+    # The search's deadlines in work units; the audit, on the wall clock, gets whatever is
+    # left of the time limit (no share of the work budget is kept for it).
+    clock = highs.WorkClock(wall_deadline=end)
+    with highs.using(clock):
+        result = _search(problem, cost, forbidden, forced, method, start, end, work_limit, 0.0)
+    if clock.wall_hit:
+        message = (
+            f"{result.message} (the time limit was reached before the work limit: this "
+            "result depends on the machine's speed)"
+        )
+    else:
+        # The search's messages speak of its deadline as a time limit; here it was work.
+        message = result.message.replace("time limit", "work limit")
+    return dataclasses.replace(result, message=message, work=clock.used)
+
+
+def _search(problem, cost, forbidden, forced, method, start, end, budget, audit_share):
+    """:func:`suppress` on the current clock: ``budget`` is in its units (seconds, or work
+    on a :class:`~service.sdc.highs.WorkClock`); ``end`` is the wall-clock end of the call.
+    ``audit_share``: the part of ``budget`` the search leaves for the final audit."""
+    clock = highs.clock()
+    origin = clock.now()
+    # The final audit (every interval and every aggregation; it can take longer than
+    # finding the pattern) keeps a quarter of the time: the search stops at
+    # ``p.deadline``, and the audit gets all that is left.
+    search_end = origin + budget
+    deadline = origin + (1.0 - audit_share) * budget
     p = prepare(problem, cost, forbidden, forced, deadline)
     att = Attacker(p)
     cheapest = Cheapest(p)
@@ -122,7 +160,9 @@ def suppress(
     lower_bound = np.nan
 
     def done(y, status, message, **how) -> SuppressionResult:
-        return finish(p, att, y, status, message, lower_bound, iters, method, start, end, **how)
+        return finish(
+            p, att, y, status, message, lower_bound, iters, method, start, end, search_end, **how
+        )
 
     if y is None:
         return done(None, status, message, partial=witness if status == "time_limit" else None)
@@ -132,11 +172,13 @@ def suppress(
     # table, 1,036 primaries: 20 s protection; a clean-up as long again saved 0.6% more
     # of the cost), and at most half the search time left, which the protection of the
     # aggregations needs after it. Under "exact" it only seeds the MIP.
-    now = time.perf_counter()
-    spent = now - start
+    now = clock.now()
+    spent = now - origin
     share = 0.3 if method == "exact" else 0.8
     until = min(
-        now + 0.5 * (p.deadline - now), start + share * time_limit, start + 1.25 * spent + 2.0
+        now + 0.5 * (p.deadline - now),
+        origin + share * budget,
+        origin + 1.25 * spent + 2.0 * clock.second,
     )
     y = remove_superfluous(p, att, cheapest, y, witness, until)
     # The exact method's incumbent must be safe in every respect (see exact).
@@ -151,17 +193,19 @@ def suppress(
     if method == "fast":
         return done(y, status, message)
     # Exact: the incumbent is audited before the MIP, so a better pattern the MIP finds
-    # but the audit cannot certify in time falls back to it; the MIP stops early enough
-    # for an audit like this one (twice its time) or the reserved share, if longer.
+    # but the audit cannot certify in time falls back to it; on the wall clock the MIP
+    # stops early enough for an audit like this one (twice its time) or the reserved
+    # share, if longer.
     begun = time.perf_counter()
     first = audit_pattern(p.table, y, time_limit=max(end - begun, 1e-3))
     known = (y, first)
     if first.verdict == "uncertified":
         return done(y, status, message, known=known)
-    p.deadline = min(
-        p.deadline, end - max(audit_share * time_limit, 2.0 * (time.perf_counter() - begun))
-    )
-    if time.perf_counter() >= p.deadline:
+    if audit_share:
+        p.deadline = min(
+            p.deadline, search_end - max(audit_share * budget, 2.0 * (time.perf_counter() - begun))
+        )
+    if clock.now() >= p.deadline:
         return done(
             y,
             "time_limit",

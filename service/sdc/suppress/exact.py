@@ -3,8 +3,6 @@ cuts, started from the fast method's audited pattern (see :mod:`service.sdc.supp
 
 from __future__ import annotations
 
-import time
-
 import highspy
 import numpy as np
 import scipy.sparse as sp
@@ -48,7 +46,7 @@ def exact(p: SearchProblem, att: Attacker, incumbent: np.ndarray):
             )
     iters += _root_cuts(h, p, att, n)
     while True:
-        if time.perf_counter() >= p.deadline:
+        if highs.now() >= p.deadline:
             return (
                 best,
                 "time_limit",

@@ -3,8 +3,6 @@ and the protection of aggregations (see :mod:`service.sdc.suppress`)."""
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from .. import highs
@@ -79,7 +77,7 @@ def remove_superfluous(
     witness = list(witness)
     candidates = np.flatnonzero(y & ~p.forced)
     for j in candidates[np.argsort(-p.cost[candidates], kind="stable")].tolist():
-        if time.perf_counter() > deadline:
+        if highs.now() > deadline:
             break  # what is left is safe, only not as lean
         trial = y.copy()
         trial[j] = False
@@ -87,7 +85,7 @@ def remove_superfluous(
         for k, (i, sense, level) in enumerate(levels):
             if j not in witness[k]:
                 continue
-            if time.perf_counter() > deadline:
+            if highs.now() > deadline:
                 ok = False  # not confirmed in time: the cell stays suppressed
                 break
             attack, outcome = cheapest.support(
@@ -149,7 +147,7 @@ def protect_aggregations(
     proven: set = set()
     for _ in range(max_rounds):
         check = check_pattern(p, y, screen_only=True, proven=proven)
-        if check.status == "undecided" and time.perf_counter() >= p.deadline:
+        if check.status == "undecided" and highs.now() >= p.deadline:
             # Groups left undecided by the clock, not by the screen: not protected.
             return None, "time limit reached protecting aggregations of suppressed cells"
         todo = [r for found in check.found for r in needs.of(found)]

@@ -7,8 +7,6 @@ capacity cuts. :class:`Cheapest`: the cheapest-complement LP of the fast method.
 
 from __future__ import annotations
 
-import time
-
 import highspy
 import numpy as np
 import scipy.sparse as sp
@@ -176,7 +174,7 @@ class Cheapest:
         and only boxes are tried: a deviation found proves the requirement met by ``y``
         (an attack), ``infeasible`` proves nothing."""
         p = self.p
-        if time.perf_counter() >= p.deadline:
+        if highs.now() >= p.deadline:
             return None, "time_limit"
         allowed = y if within_pattern else p.allowed | y
         # Cells already suppressed are nearly free (a little cost keeps the support, the

@@ -43,6 +43,9 @@ class SuppressionResult:
     unprotected : numpy.ndarray of int
         With no pattern returned: the sensitive cells not protected (or not proven
         protected in time) by the pattern the search had reached, sorted; empty otherwise.
+    work : float or None
+        Deterministic mode: the solver work the search used (units of
+        :class:`service.sdc.highs.WorkClock`); ``None`` on the wall clock.
     """
 
     suppressed: np.ndarray
@@ -56,6 +59,7 @@ class SuppressionResult:
     seconds: float
     iterations: int
     unprotected: np.ndarray | None = None
+    work: float | None = None
 
     def __post_init__(self):
         cells = () if self.unprotected is None else self.unprotected
@@ -84,18 +88,21 @@ def finish(
     method,
     start,
     end,
+    search_end=None,
     *,
     partial=None,
     unfinished=None,
     known=None,
 ) -> SuppressionResult:
     """The result: ``y`` returned only if it passed the full audit, run with the time left
-    until ``end`` (or taken from ``known``, an audited ``(pattern, audit)``, for that same
-    pattern; a safe ``known`` pattern is the fallback when ``y`` fails).
+    until ``end`` on the wall clock (or taken from ``known``, an audited ``(pattern,
+    audit)``, for that same pattern; a safe ``known`` pattern is the fallback when ``y``
+    fails).
 
     ``partial``: the fast method ran out protecting (``(pattern, requirements left)``, see
     :func:`protect`); the requirements left are checked against the partial pattern until
-    ``end`` to say which cells it leaves unprotected. ``unfinished``: why the protection
+    ``search_end`` (on the search's clock; ``end`` when not given) to say which cells it
+    leaves unprotected. ``unfinished``: why the protection
     of ``y`` stopped short of the end (time); a ``y`` the audit then rejects is a time
     limit, not a failure of the table."""
     n = len(p.values)
@@ -120,7 +127,7 @@ def finish(
         return result(none, status, message)
     if y is None:
         pattern, todo = partial
-        p.deadline = end
+        p.deadline = end if search_end is None else search_end
         att.set_pattern(pattern)
         short, unchecked = set(), set()
         for i, sense, level in todo:
