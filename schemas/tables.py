@@ -8,6 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from service.sdc.highs import Outcome
+
 from .cells import STRICT as _STRICT
 from .cells import CellKey, Code, Contribution, Summary
 from .frequency import ExtendedRules
@@ -269,8 +271,17 @@ class AuditedUnion(BaseModel):
     fired: list[str]
 
 
+#: How a solve the service reports ended: a HiGHS :class:`~service.sdc.highs.Outcome`, all
+#: but ``unbounded`` (an unbounded interval LP is an infinite bound, not an end). The labels
+#: of the ``sdc_solver_outcomes_total`` metric.
+SolveStatus = Literal[Outcome.OPTIMAL, Outcome.TIME_LIMIT, Outcome.INFEASIBLE, Outcome.ERROR]
+#: How a suppression ended (``SuppressionResult.status``); its solver outcome for the
+#: metrics is :data:`service.pipeline.suppress.OUTCOME`.
+SuppressStatus = Literal["optimal", "feasible", "time_limit", "no_safe_pattern"]
+
+
 class SolverReport(BaseModel):
-    status: Literal["optimal", "time_limit", "infeasible", "error"]
+    status: SolveStatus
     message: str
     lp_solves: int
     components: int
@@ -447,6 +458,16 @@ class SuppressRequest(BaseModel):
     time_limit: float | None = Field(
         None, gt=0, description="seconds for the whole call; capped by the service"
     )
+    work_limit: int | None = Field(
+        None,
+        ge=1,
+        le=10**10,
+        description="deterministic mode: the search's budget in solver work (one unit per "
+        "LP or MIP solve plus its simplex iterations; about 20,000 a second here) instead of "
+        "a share of the time limit, so that the same request gives the same pattern on any "
+        "machine; 'time_limit' still bounds the call, and a reply stopped by it says that it "
+        "depends on the machine",
+    )
 
     @model_validator(mode="after")
     def _rules_or_profile(self) -> SuppressRequest:
@@ -468,12 +489,15 @@ class Loss(BaseModel):
 
 class SuppressSolver(BaseModel):
     method: Literal["fast", "exact"]
-    status: Literal["optimal", "feasible", "time_limit", "no_safe_pattern"]
+    status: SuppressStatus
     message: str
     lower_bound: float | None = Field(None, description="proven lower bound on the cost (exact)")
     gap: float | None = Field(None, description="relative gap to the lower bound (exact)")
     seconds: float
     iterations: int
+    work: float | None = Field(
+        None, description="deterministic mode ('work_limit'): the solver work the search used"
+    )
     time_limit: float = Field(
         description="the request's whole wall time: the reply comes "
         "within it, plus at most 0.5 s or 5% of it, whichever is less"

@@ -60,8 +60,11 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal, get_args
 
-ROLES = ("filter", "analyst")
+#: What a key may see: the filter role gets decisions only, the analyst diagnostics too.
+Role = Literal["filter", "analyst"]
+ROLES: tuple[Role, ...] = get_args(Role)
 KEY_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 #: Hash formats in force; the first is the one new entries get.
 METHODS = ("hmac-sha256", "sha256")
@@ -105,7 +108,7 @@ class StoredHash:
 @dataclass(frozen=True)
 class ApiKeyEntry:
     id: str
-    role: str
+    role: Role
     hash: str
     stored: StoredHash
 

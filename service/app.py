@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import gc
+from pathlib import Path
 
 from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
 
 from .api import access, errors, health, v1
 from .api.compute_pool import ComputePool
@@ -22,6 +24,9 @@ from .middleware import (
 #: Key of the lifespan state under which the app's ``state`` (settings, metrics, pool)
 #: reaches the server's connection protocol (service.__main__.GuardedHttpProtocol).
 SERVER_STATE = "sdc"
+
+#: The analysts' page: plain HTML, CSS and one ES module, no build step.
+UI_DIR = Path(__file__).with_name("ui")
 
 
 def _tune_gc() -> None:
@@ -58,6 +63,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # every user query.
     app.include_router(v1.router)
     app.include_router(health.router)
+    # The analysts' page (static files, README "A page for analysts"): open to load,
+    # its calls to /v1 carry the key the user types.
+    app.mount("/ui", StaticFiles(directory=UI_DIR, html=True), name="ui")
     access.install(app, ApiKeyStore(settings.api_keys_file) if settings.api_keys_file else None)
     app.state.pool = ComputePool(settings.worker_threads, settings.queue_depth, metrics)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)

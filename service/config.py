@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -104,7 +105,7 @@ class Settings:
     metrics_port: int | None = None
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> Settings:
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if env is None else env
         try:
             path = Path(env["SDC_PROFILES"]) if env.get("SDC_PROFILES") else None

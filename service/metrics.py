@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import get_args
 
 from prometheus_client import (
     CollectorRegistry,
@@ -15,10 +16,14 @@ from prometheus_client import (
 )
 from prometheus_client.core import CounterMetricFamily
 
+from schemas.tables import SolveStatus
+from service.sdc.highs import Outcome
+
 LATENCY_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60)
 SOLVER_BUCKETS = (0.001, 0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
-#: How a solve ended, as the ``status`` label of ``sdc_solver_outcomes_total``.
-SOLVER_STATUSES = ("optimal", "time_limit", "infeasible", "error")
+#: How a solve ended, as the ``status`` label of ``sdc_solver_outcomes_total``: the values
+#: of the HiGHS outcomes the service reports (``schemas.tables.SolveStatus``).
+SOLVER_STATUSES: tuple[str, ...] = tuple(status.value for status in get_args(SolveStatus))
 #: Refused requests by HTTP status, as the ``reason`` label of ``sdc_rejected_requests_total``.
 REJECTION_REASONS = {
     401: "unauthorized",
@@ -141,7 +146,7 @@ class Metrics:
             ),
             solver_outcomes=Counter(
                 "sdc_solver_outcomes",
-                "Solver runs by method and how they ended (optimal, time_limit, infeasible, error)",
+                f"Solver runs by method and how they ended ({', '.join(SOLVER_STATUSES)})",
                 ["method", "status"],
                 registry=registry,
             ),
@@ -169,9 +174,10 @@ class Metrics:
         return stop
 
     def observe_solve(self, method: str, status: str, seconds: float) -> None:
-        """Record one solver run (audit intervals, suppression, ...). ``status`` outside
-        :data:`SOLVER_STATUSES` is counted as ``error`` to keep the label set bounded."""
+        """Record one solver run (audit intervals, suppression, ...). ``status`` (an
+        :class:`~service.sdc.highs.Outcome` or its value) outside :data:`SOLVER_STATUSES` is
+        counted as ``error`` to keep the label set bounded."""
         if status not in SOLVER_STATUSES:
-            status = "error"
+            status = Outcome.ERROR
         self.solver_seconds.labels(method).observe(seconds)
         self.solver_outcomes.labels(method, status).inc()

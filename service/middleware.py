@@ -11,6 +11,7 @@ import asyncio
 import os
 import re
 import time
+from collections.abc import Mapping
 
 import orjson
 from starlette.exceptions import HTTPException
@@ -311,7 +312,9 @@ def error_body(status: int, message: str) -> bytes:
     )
 
 
-async def send_error(send, status: int, message: str, headers: dict | None = None) -> None:
+async def send_error(
+    send, status: int, message: str, headers: Mapping[str, str] | None = None
+) -> None:
     """An error reply in the service's usual shape, sent from ASGI middleware (before the
     app's error handlers)."""
     body = error_body(status, message)

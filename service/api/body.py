@@ -24,7 +24,7 @@ import email.message
 import json
 import re
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import cache
 from itertools import chain
 from operator import attrgetter
@@ -109,7 +109,7 @@ async def validated(request: Request, model: type[M]) -> M:
             error.errors(include_input=False, include_url=False), body=_parsed_or_none(raw)
         ) from None
     if not _no_repeated_keys(raw, body):
-        body = None  # the models' memory back before the bytes are parsed again
+        del body  # the models' memory back before the bytes are parsed again
         _refuse_repeated_key(raw)
         body = model.model_validate_json(raw)  # no key repeated after all: served
     cells = getattr(body, "cells", None)
@@ -214,11 +214,11 @@ def _shape(annotation) -> tuple | None:
             return ("union", None)
     elif origin in (list, tuple):
         items = [a for a in args if a is not Ellipsis]
-        shapes = {_shape(a) for a in items} - {None}
-        if not shapes:
+        item_shapes = {_shape(a) for a in items} - {None}
+        if not item_shapes:
             return None
-        if len(shapes) == 1 and not any(map(_nullable, items)):
-            return ("list", shapes.pop())
+        if len(item_shapes) == 1 and not any(map(_nullable, items)):
+            return ("list", item_shapes.pop())
     elif origin is dict:
         shape = _shape(args[1])
         if shape is None or not _nullable(args[1]):
@@ -267,17 +267,21 @@ def _object(pairs: list[tuple]) -> dict:
     obj = dict(pairs)
     if len(obj) == len(pairs):
         return obj
-    seen: set = set()
-    repeated = next(k for k, _ in pairs if k in seen or seen.add(k))  # (add gives None)
-    obj = _Repeating(obj)
-    obj.key = repeated
-    return obj
+    repeating = _Repeating(obj)
+    seen: set[str] = set()
+    for key, _ in pairs:  # the first key seen a second time
+        if key in seen:
+            repeating.key = key
+            break
+        seen.add(key)
+    return repeating
 
 
 def _repeated(node, path: tuple) -> tuple | None:
     """The path of the first repeated key under ``node``, depth first."""
     if isinstance(node, _Repeating):
         return (*path, node.key)
+    items: Iterable[tuple[str | int, object]]
     if isinstance(node, dict):
         items = node.items()
     elif isinstance(node, list):

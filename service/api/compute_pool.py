@@ -100,7 +100,8 @@ class ComputePool:
             return await asyncio.wrap_future(future)
         except asyncio.CancelledError:
             # drain() cancelled the queued future, not this task: that is a refusal.
-            if future.cancelled() and not asyncio.current_task().cancelling():
+            task = asyncio.current_task()  # this coroutine's: never None here
+            if future.cancelled() and not (task is not None and task.cancelling()):
                 raise ShuttingDown() from None
             raise
 

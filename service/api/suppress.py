@@ -9,7 +9,7 @@ from fastapi import Request
 from schemas.errors import ErrorReply
 from schemas.tables import SuppressReply, SuppressRequest
 from service.pipeline.limits import check_cell_count
-from service.pipeline.suppress import OUTCOME, protect
+from service.pipeline.suppress import protect, solve_outcome
 from service.pipeline.tables import resolve_table_request
 
 from .body import openapi_body, validated
@@ -51,6 +51,6 @@ async def suppress_route(request: Request, caller: CallerDep, settings: Settings
     )
     solver = reply["solver"]
     request.app.state.metrics.observe_solve(
-        f"suppress_{solver['method']}", OUTCOME[solver["status"]], solver["seconds"]
+        f"suppress_{solver['method']}", solve_outcome(solver["status"]), solver["seconds"]
     )
     return JSONBytes(reply)

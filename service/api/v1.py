@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from . import adjust as adjust_api
 from . import audit, conversions, frequency, query_filter, sensitivity, suppress
+from . import rounding as rounding_api
 from .routing import DECLARED
 
 #: The endpoints (declared by :func:`.routing.post`) in the order routes are matched: the
@@ -16,6 +18,8 @@ ENDPOINTS = (
     conversions.convert_rule,
     audit.audit,
     suppress.suppress_route,
+    rounding_api.round_route,
+    adjust_api.adjust_route,
 )
 
 router = APIRouter(prefix="/v1")

@@ -157,7 +157,9 @@ def _holding_codes(holding: Sequence[str | None]) -> np.ndarray | None:
     n = len(holding)
     if holding.count(None) == n:
         return None
-    codes = {h: k for k, h in enumerate(h for h in dict.fromkeys(holding) if h is not None)}
+    codes: dict[str | None, int] = {
+        h: k for k, h in enumerate(h for h in dict.fromkeys(holding) if h is not None)
+    }
     codes[None] = -1
     return np.fromiter(map(codes.__getitem__, holding), np.int64, n)
 

@@ -4,27 +4,35 @@ The methods are in :mod:`service.sdc.suppress`."""
 from __future__ import annotations
 
 import time
+from typing import assert_never
 
 import numpy as np
 
-from schemas.tables import SuppressRequest
+from schemas.tables import SolveStatus, SuppressRequest, SuppressStatus
+from service.sdc.highs import Outcome
 from service.sdc.suppress import SuppressionResult, cell_costs, suppress
 
 from .audit import audit_reply
 from .errors import TABLE_FIELDS, RequestInputError, core_errors
 from .tables import ResolvedTableRequest, TableInputs, checked_table_inputs, table_problem
 
-#: Suppression statuses as solver outcomes of the metrics.
-OUTCOME = {
-    "optimal": "optimal",
-    "feasible": "optimal",
-    "time_limit": "time_limit",
-    "no_safe_pattern": "infeasible",
-}
-
 #: What building the reply may take beyond the suppression: the suppression gets the time
 #: limit less the time already spent on the request and this reserve.
 REPLY_SECONDS, REPLY_SHARE = 0.5, 0.05
+
+
+def solve_outcome(status: SuppressStatus) -> SolveStatus:
+    """A suppression status as the solver outcome of the metrics (a status without one
+    fails the type check)."""
+    match status:
+        case "optimal" | "feasible":
+            return Outcome.OPTIMAL
+        case "time_limit":
+            return Outcome.TIME_LIMIT
+        case "no_safe_pattern":
+            return Outcome.INFEASIBLE
+        case _:
+            assert_never(status)
 
 
 def protect(
@@ -71,6 +79,7 @@ def protect(
             forced=forced,
             method=body.method,
             time_limit=max(left, 1e-3),
+            work_limit=body.work_limit,
         )
     reply = _reply(inputs, result, time_limit, resolved.disclose)
     return reply if diagnostics else _decisions_only(reply)
@@ -93,11 +102,12 @@ def _reply(inputs: TableInputs, r: SuppressionResult, time_limit: float, disclos
         "gap": None if np.isnan(r.gap) else r.gap,
         "seconds": round(r.seconds, 6),
         "iterations": r.iterations,
+        "work": r.work,
         "time_limit": time_limit,
         "verdict": None if r.audit is None else r.audit.verdict,
-        "unprotected": [list(cell_keys[j]) for j in r.unprotected.tolist()],
+        "unprotected": [list(cell_keys[j]) for j in _unprotected(r)],
     }
-    if not safe:
+    if not safe or r.audit is None:  # safe implies an audit (SuppressionResult.safe)
         return {"safe": False, "cells": cells, "loss": None, "solver": solver, "audit": None}
     total = float(np.abs(inputs.values).sum())
     value = float(np.abs(inputs.values[r.suppressed]).sum())
@@ -114,6 +124,12 @@ def _reply(inputs: TableInputs, r: SuppressionResult, time_limit: float, disclos
         },
         "audit": audit_reply(inputs, r.suppressed, r.audit, time_limit, disclose=disclose),
     }
+
+
+def _unprotected(r: SuppressionResult) -> list[int]:
+    """The sensitive cells left unprotected (``SuppressionResult`` stores an array, empty
+    when none, whatever it was given)."""
+    return [] if r.unprotected is None else r.unprotected.tolist()
 
 
 def _decisions_only(reply: dict) -> dict:

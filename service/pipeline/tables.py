@@ -16,7 +16,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from schemas import rules as wire
-from schemas.frequency import MAX_COUNT
+from schemas.adjust import AdjustRequest
+from schemas.frequency import MAX_COUNT, ExtendedRules
+from schemas.rounding import RoundRequest
 from schemas.tables import (
     AuditRequest,
     CountRules,
@@ -41,7 +43,7 @@ from .rules import resolve_rules, rule_labels, ruleset_from_wire
 
 @dataclass(frozen=True)
 class ResolvedTableRequest:
-    """What a table request (audit, suppression) is served with."""
+    """What a table request (:data:`TableRequest`) is served with."""
 
     rules: wire.RuleSet | None  # none when cells carry protection levels only
     disclose: bool  # whether the rule set's measures may be shown
@@ -49,9 +51,12 @@ class ResolvedTableRequest:
     max_pooled_entries: int  # the most contributions margins may pool from leaves
 
 
-def resolve_table_request(
-    body: AuditRequest | SuppressRequest, settings: Settings
-) -> ResolvedTableRequest:
+#: The requests built on a table structure: they share structure, cells, counts, rules,
+#: profile and time_limit, which is all :func:`resolve_table_request` reads.
+TableRequest = AuditRequest | SuppressRequest | AdjustRequest | RoundRequest
+
+
+def resolve_table_request(body: TableRequest, settings: Settings) -> ResolvedTableRequest:
     """Check a table request against the service's limits before anything of its size is
     built (:func:`check_table_size`), and resolve its rule set or profile and time limit."""
     check_table_size(body.structure, settings.max_cells)
@@ -85,10 +90,18 @@ def _n_codes(dim: Dimension) -> int:
     hierarchy (exactly its size when it is well-formed)."""
     if dim.leaves is not None:
         return len(dim.leaves) + 1
-    codes = set(dim.children)
-    for kids in dim.children.values():
+    children = _children(dim)
+    codes = set(children)
+    for kids in children.values():
         codes.update(kids)
     return len(codes)
+
+
+def _children(dim: Dimension) -> dict[str, list[str]]:
+    """The parent-to-children map of a dimension sent without ``leaves`` (the schema
+    requires exactly one of the two)."""
+    assert dim.children is not None, "Dimension requires leaves or children"
+    return dim.children
 
 
 #: Every cell written as the sum of its leaf cells (the margins' pooled contributions, the
@@ -105,10 +118,11 @@ def _leaf_depths(dim: Dimension) -> int:
     hierarchy refuses them when it is built)."""
     if dim.leaves is not None:
         return 2 * len(dim.leaves)
+    children = _children(dim)
     total, depth, todo = 0, {dim.total: 0}, [dim.total]
     while todo:
         code = todo.pop()
-        kids = dim.children.get(code, ())
+        kids = children.get(code, ())
         if not kids:
             total += depth[code] + 1
         for kid in kids:
@@ -155,7 +169,7 @@ def space_from_wire(structure: Structure) -> Table | LinkedTables:
             h = (
                 Hierarchy.flat(dim.name, dim.leaves, dim.total)
                 if dim.leaves is not None
-                else Hierarchy.from_children(dim.name, dim.children)
+                else Hierarchy.from_children(dim.name, _children(dim))
             )
         except StructureError as exc:
             raise RequestInputError(exc.message, field=f"structure.dimensions.{d}") from None
@@ -258,7 +272,7 @@ def table_inputs(
     lower = _bounds(cells, where, n, "lower_bound", 0.0)
     upper = _bounds(cells, where, n, "upper_bound", np.inf)
     if ruleset is not None and ruleset.negative.mode == "shift":
-        values = _shifted(space, values, m, known, ruleset.negative.shift, request_of_cell)
+        values = _shifted(space, values, m, known, ruleset.negative.bound, request_of_cell)
         lower = np.zeros(n)
     negative = np.flatnonzero((values < 0) & np.isfinite(lower) & (lower >= 0))
     if negative.size:
@@ -284,7 +298,7 @@ def table_inputs(
     lo = np.zeros(n)
     fired = None
     labels: list[str] = []
-    if ruleset is not None:
+    if spec is not None and ruleset is not None:  # ruleset is spec's, as the core reads it
         verdict = primary.assess(m, ruleset)
         # Cells sent without contributions or summary are not assessed (not "empty").
         sensitive = verdict.sensitive & known
@@ -366,7 +380,7 @@ def _count_sensitivity(space, values, counts: CountRules, request_of_cell):
                 values, counts.threshold, zero_cells=counts.zero_cells
             )
         if counts.extended is not None:
-            sensitive |= _extended(space, values, counts, *axes)
+            sensitive |= _extended(space, values, counts.extended, *axes)
     level = np.where(sensitive, counts.range / 100.0 * values, 0.0)
     # A union of suppressed cells counts the respondents of its members: the threshold
     # rule (or rule 3 of the extended rules) on it is the minimum frequency rule on summed
@@ -392,12 +406,12 @@ def _count_sensitivity(space, values, counts: CountRules, request_of_cell):
     return sensitive, level, [label], unions
 
 
-def _extended(space, values, counts: CountRules, key_axes, target_axes) -> np.ndarray:
+def _extended(space, values, extended: ExtendedRules, key_axes, target_axes) -> np.ndarray:
     if not isinstance(space, Table):
         raise RequestInputError(
             "the extended rules need one table, not linked tables", field="counts.extended"
         )
-    config = frequency.ExtendedThresholdConfig(**counts.extended.model_dump())
+    config = frequency.ExtendedThresholdConfig(**extended.model_dump())
     return frequency.extended_threshold_rules_on_table(space, values, key_axes, target_axes, config)
 
 
@@ -506,18 +520,21 @@ def _pooled_margins(
     merged = magnitudes.Contributions(
         np.concatenate([contributions.cell, pooled.cell]),
         np.concatenate([contributions.value, pooled.value]),
-        *(
-            None if a is None else np.concatenate([a, b])
-            for a, b in (
-                (contributions.holding, pooled.holding),
-                (contributions.weight, pooled.weight),
-                (contributions.waiver, pooled.waiver),
-                (contributions.request, pooled.request),
-            )
-        ),
+        _joined(contributions.holding, pooled.holding),
+        _joined(contributions.weight, pooled.weight),
+        _joined(contributions.waiver, pooled.waiver),
+        _joined(contributions.request, pooled.request),
         contributions.weights_mode,
     )
     return m, known, merged
+
+
+def _joined(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
+    """Two optional per-contribution columns end to end (both present or both absent: the
+    pooled copies are taken from the same contributions)."""
+    if a is None or b is None:
+        return None
+    return np.concatenate([a, b])
 
 
 def _take(m: magnitudes.Magnitudes, index: np.ndarray) -> magnitudes.Magnitudes:

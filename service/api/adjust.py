@@ -1,0 +1,45 @@
+"""POST /v1/adjust: controlled tabular adjustment (seed 000, seed 003 B.3)."""
+
+from __future__ import annotations
+
+from fastapi import Request
+
+from schemas.adjust import AdjustReply, AdjustRequest
+from schemas.errors import ErrorReply
+from service.pipeline.adjust import adjust_table, resolve_adjust_request
+from service.pipeline.limits import check_cell_count
+
+from .body import openapi_body, validated
+from .compute_pool import compute
+from .deps import CallerDep, SettingsDep
+from .responses import JSONBytes
+from .routing import post
+
+
+@post(
+    "/adjust",
+    tags=["adjustment"],
+    openapi_extra=openapi_body(AdjustRequest),
+    response_model=AdjustReply,
+    responses={413: {"model": ErrorReply}, 422: {"model": ErrorReply}},
+)
+async def adjust_route(request: Request, caller: CallerDep, settings: SettingsDep):
+    """The closest additive table in which every sensitive cell moved at least its upper
+    protection level up or its lower level down, within the a-priori bounds (see
+    :mod:`service.sdc.cta`). Sensitivity comes from the rule set, profile or count rules,
+    or from the cells' own protection levels. A sensitive cell that cannot move its level,
+    or a table with no such adjustment, is a 422 naming the cell; a time limit reached is
+    said in ``solver.status``. The filter role receives the adjusted values and the
+    aggregate loss only (original values and deviations go to analysts).
+    """
+    body = await validated(request, AdjustRequest)
+    check_cell_count(len(body.cells), settings.max_cells)
+    resolved = resolve_adjust_request(body, settings)
+    reply = await compute(
+        adjust_table, body, resolved, caller.sees_diagnostics, size=len(body.cells)
+    )
+    solver = reply["solver"]
+    request.app.state.metrics.observe_solve(
+        f"adjust_{solver['method']}", solver["status"], solver["seconds"]
+    )
+    return JSONBytes(reply)

@@ -1,0 +1,152 @@
+"""Controlled tabular adjustment (``/v1/adjust``): the table request's inputs to
+:func:`service.sdc.cta.adjust` and its result to an :class:`~schemas.adjust.AdjustReply`."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from schemas.adjust import AdjustRequest
+from service.config import Settings
+from service.sdc.cta import Adjustment, adjust
+from service.sdc.errors import InputError
+
+from .errors import TABLE_FIELDS, RequestInputError, core_errors
+from .tables import (
+    ResolvedTableRequest,
+    TableInputs,
+    checked_table_inputs,
+    resolve_table_request,
+    table_problem,
+)
+
+#: The core's fields of :func:`service.sdc.cta.adjust` on the wire.
+ADJUST_FIELDS = {
+    **TABLE_FIELDS,
+    "protection": "protection",
+    "fixed": "fixed",
+    "max_change": "max_change",
+    "directions": "directions",
+    "cost": "cost",
+}
+
+
+def resolve_adjust_request(body: AdjustRequest, settings: Settings) -> ResolvedTableRequest:
+    """Limits, rule set or profile and time limit, as for the other table requests (the
+    request has the same pieces: structure, cells, rules, profile, counts, time_limit)."""
+    return resolve_table_request(body, settings)
+
+
+def adjust_table(body: AdjustRequest, resolved: ResolvedTableRequest, diagnostics: bool) -> dict:
+    """The reply (an :class:`~schemas.adjust.AdjustReply`). Without ``diagnostics`` (the
+    filter role) each cell's adjusted value only: its original value, its deviation
+    (which gives the original away) and which cells were sensitive are left out."""
+    inputs = checked_table_inputs(body, resolved)
+    n = inputs.space.n_cells
+    fixed, max_change = np.zeros(n, bool), np.full(n, np.nan)
+    for i, c in enumerate(body.cells):
+        j = inputs.cell_of_request[i]
+        fixed[j] = c.fixed
+        if c.max_change is not None:
+            max_change[j] = c.max_change
+    problem = table_problem(inputs, body.structure.tolerance)
+    with core_errors(ADJUST_FIELDS, inputs.request_of_cell):
+        try:
+            result = adjust(
+                problem,
+                cost=body.cost,
+                method=body.method,
+                directions=body.directions,
+                fixed=fixed,
+                max_change=max_change,
+                time_limit=resolved.time_limit,
+            )
+        except InputError as exc:
+            _name_computed_cell(exc, inputs)
+            raise
+    return _reply(body, inputs, result, resolved.time_limit, diagnostics)
+
+
+def _name_computed_cell(exc: InputError, inputs: TableInputs) -> None:
+    """A core error about a cell the request did not send (a computed margin) names the
+    cell's key in its message: the wire's ``cell`` can only number sent cells."""
+    cell = exc.cell
+    if (
+        cell is not None
+        and not isinstance(exc, RequestInputError)
+        and inputs.request_of_cell[cell] < 0
+    ):
+        exc.message = f"{exc.message} (the computed margin {list(inputs.space.key(int(cell)))})"
+        exc.args = (exc.message,)
+
+
+def _num(v: float) -> float | None:
+    return None if v is None or not np.isfinite(v) else float(v)
+
+
+def _reply(
+    body: AdjustRequest,
+    inputs: TableInputs,
+    r: Adjustment,
+    time_limit: float,
+    diagnostics: bool,
+) -> dict:
+    keys = inputs.space.keys.tolist()
+    solver = {
+        "method": body.method,
+        "cost": body.cost,
+        "directions": body.directions,
+        "status": r.status,
+        "message": r.message,
+        "objective": _num(r.objective),
+        "lower_bound": _num(r.lower_bound),
+        "gap": _num(r.gap),
+        "solves": r.solves,
+        "seconds": round(r.seconds, 6),
+        "time_limit": time_limit,
+    }
+    if r.adjusted is None or r.deviation is None or r.protected is None or r.loss is None:
+        return {"adjusted": False, "cells": [], "loss": None, "check": None, "solver": solver}
+    sens = inputs.sensitive
+    cells: list[dict] = []
+    for j, (key, adj) in enumerate(zip(keys, r.adjusted.tolist())):
+        cell: dict = {
+            "key": list(key),
+            "value": None,
+            "adjusted": adj,
+            "deviation": None,
+            "sensitive": None,
+            "direction": None,
+            "protected": None,
+        }
+        if diagnostics:
+            cell["value"] = float(inputs.values[j])
+            cell["deviation"] = float(r.deviation[j])
+            cell["sensitive"] = bool(sens[j])
+            if sens[j]:
+                cell["direction"] = "up" if r.direction[j] > 0 else "down"
+                cell["protected"] = bool(r.protected[j])
+        cells.append(cell)
+    loss = r.loss
+    unprotected = np.flatnonzero(sens & ~r.protected)
+    return {
+        "adjusted": True,
+        "cells": cells,
+        "loss": {
+            "total_absolute": loss.total_absolute,
+            "total_relative": loss.total_relative,
+            "largest_relative": loss.largest_relative,
+            "largest_cell": list(keys[loss.largest_cell])
+            if diagnostics and loss.largest_cell >= 0
+            else None,
+            "cells_moved": loss.cells_moved,
+            "margins_moved": loss.margins_moved,
+            "zeros_moved": loss.zeros_moved,
+        },
+        "check": {
+            "protected": not unprotected.size,
+            "unprotected": [list(keys[j]) for j in unprotected] if diagnostics else [],
+            "adds_up": r.adds_up,
+            "largest_residual": r.residual,
+        },
+        "solver": solver,
+    }

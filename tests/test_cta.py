@@ -1,0 +1,453 @@
+"""Controlled tabular adjustment (service.sdc.cta, POST /v1/adjust): hand-checked tables in
+every cost, a hierarchical and a 3-D case, properties, errors and the route."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from service.sdc.cta import adjust
+from service.sdc.errors import InputError
+from service.sdc.problem import TableProblem
+from service.sdc.table import Hierarchy, Table
+from tests.callers import ANALYST_KEY, FILTER_KEY
+
+# The 3x3 table with margins of every hand check below; A,I (20) is sensitive with both
+# protection levels 6. It is the only sensitive cell, so it goes down (largest first, first
+# down): A,I -> 14, and the rest must restore additivity.
+#
+#          I    II   III |    T
+#    A    20    30    50 |  100
+#    B    40    60   100 |  200
+#    C   140   210   350 |  700
+#    T   200   300   500 | 1000
+#
+# Writing margins' deviations with their sign flipped makes the 4x4 deviation matrix one
+# whose rows and columns all sum to 0, so a cheapest repair is a cycle through A,I: a
+# rectangle A,I - A,j - i,j - i,I (j in II, III, T; i in B, C, T) unless a longer cycle
+# is cheaper (it never is below: it has two more cells, each costing at least 1/1000).
+LEAVES = {
+    ("A", "I"): 20,
+    ("A", "II"): 30,
+    ("A", "III"): 50,
+    ("B", "I"): 40,
+    ("B", "II"): 60,
+    ("B", "III"): 100,
+    ("C", "I"): 140,
+    ("C", "II"): 210,
+    ("C", "III"): 350,
+}
+
+
+def table_of(dims, leaves: dict) -> tuple[Table, np.ndarray]:
+    t = Table(dims)
+    x = np.full(t.n_cells, np.nan)
+    for key, v in leaves.items():
+        x[t.cell_index(key)] = v
+    return t, t.fill_margins(x)
+
+
+def flat3x3():
+    return table_of(
+        [Hierarchy.flat("r", ["A", "B", "C"], "T"), Hierarchy.flat("c", ["I", "II", "III"], "T")],
+        LEAVES,
+    )
+
+
+def problem(t, x, levels: dict, **kw) -> TableProblem:
+    sens = np.zeros(t.n_cells, bool)
+    up, lo = np.zeros(t.n_cells), np.zeros(t.n_cells)
+    for key, (u, low) in levels.items():
+        j = t.cell_index(key)
+        sens[j], up[j], lo[j] = True, u, low
+    return TableProblem.of(t, x, sens, up, lo, **kw)
+
+
+def moved(t, r) -> dict:
+    return {
+        t.key(int(j)): pytest.approx(float(r.deviation[j]), abs=1e-5)
+        for j in np.flatnonzero(r.deviation)
+    }
+
+
+def mask(t, *keys) -> np.ndarray:
+    m = np.zeros(t.n_cells, bool)
+    for k in keys:
+        m[t.cell_index(k)] = True
+    return m
+
+
+def assert_sound(p: TableProblem, r) -> None:
+    """The checks recomputed here, not read from the result."""
+    assert r.adjusted is not None and r.adds_up and r.protected[p.sensitive].all()
+    assert np.abs(p.relations @ r.adjusted).max() <= 1e-6 * max(1.0, np.abs(r.adjusted).max())
+    d = r.adjusted - p.values
+    up = r.direction > 0
+    assert (d[up] >= p.upper_protection[up] - 1e-6).all()
+    down = r.direction < 0
+    assert (-d[down] >= p.lower_protection[down] - 1e-6).all()
+    assert (r.adjusted >= p.lower_bounds - 1e-6).all()
+    assert (r.adjusted <= p.upper_bounds + 1e-6).all()
+
+
+def test_3x3_reciprocal_margins_absorb():
+    # Rectangle costs 1/x_Aj + 1/x_ij + 1/x_iI (times 6, plus 6/20 for A,I):
+    # j=T, i=T: 1/100 + 1/1000 + 1/200 = 0.016 (cheapest); j=T, i=C: 0.01857;
+    # j=III, i=T: 0.027; j=III, i=C: 0.030; every other is dearer.
+    t, x = flat3x3()
+    p = problem(t, x, {("A", "I"): (6, 6)})
+    r = adjust(p, cost="reciprocal")
+    assert_sound(p, r)
+    assert moved(t, r) == {("A", "I"): -6, ("A", "T"): -6, ("T", "I"): -6, ("T", "T"): -6}
+    assert r.objective == pytest.approx(6 * (0.05 + 0.016))
+    assert r.status == "optimal" and np.isnan(r.gap)
+    assert r.loss.total_absolute == 24 and r.loss.margins_moved == 3
+    assert r.loss.total_relative == pytest.approx(0.396)
+    assert r.loss.largest_relative == pytest.approx(0.3) and t.key(r.loss.largest_cell) == (
+        "A",
+        "I",
+    )
+
+
+def test_3x3_reciprocal_with_the_grand_total_fixed():
+    # T,T fixed: the rectangles through it are out; j=T, i=C (0.01857) beats j=III, i=T
+    # (0.027) and j=III, i=C (0.030): C,I and C,T take +6.
+    t, x = flat3x3()
+    p = problem(t, x, {("A", "I"): (6, 6)})
+    r = adjust(p, cost="reciprocal", fixed=mask(t, ("T", "T")))
+    assert_sound(p, r)
+    assert moved(t, r) == {("A", "I"): -6, ("A", "T"): -6, ("C", "I"): 6, ("C", "T"): 6}
+    assert r.objective == pytest.approx(6 * (0.05 + 0.01 + 1 / 700 + 1 / 140))
+
+
+def test_3x3_absolute():
+    # Every cycle through A,I has at least 4 cells, each moving 6 under weight 1: the
+    # least total absolute deviation is 24, reached by any rectangle (ties), so only the
+    # total and A,I are determined.
+    t, x = flat3x3()
+    p = problem(t, x, {("A", "I"): (6, 6)})
+    r = adjust(p, cost="absolute")
+    assert_sound(p, r)
+    assert r.objective == pytest.approx(24) and r.loss.total_absolute == pytest.approx(24)
+    assert r.adjusted[t.cell_index(("A", "I"))] == 14
+
+
+def test_3x3_absolute_with_row_and_column_totals_fixed_and_a_change_limit():
+    # Fixed A,T, T,I and T,T leave the interior rectangles A,I - A,j - i,j - i,I (i in B,
+    # C; j in II, III), all costing 24; C's cells may move 1% (at most 3.5 < 6) and
+    # A,III 0%: only B,II - A,II - B,I remains.
+    t, x = flat3x3()
+    p = problem(t, x, {("A", "I"): (6, 6)})
+    limit = np.full(t.n_cells, np.nan)
+    for key in [("C", "I"), ("C", "II"), ("C", "III")]:
+        limit[t.cell_index(key)] = 1.0
+    limit[t.cell_index(("A", "III"))] = 0.0
+    r = adjust(
+        p, cost="absolute", fixed=mask(t, ("A", "T"), ("T", "I"), ("T", "T")), max_change=limit
+    )
+    assert_sound(p, r)
+    assert moved(t, r) == {("A", "I"): -6, ("A", "II"): 6, ("B", "II"): -6, ("B", "I"): 6}
+    assert r.loss.margins_moved == 0
+
+
+def test_3x3_relative():
+    # Stage 1: the change of 6 must leave A,I through row A's other cells, each moving at
+    # most t times its value: t (30 + 50 + 100) >= 6, so t* = 1/30 with A,II +1, A,III +5/3
+    # and A,T -10/3, all at their limit. Stage 2 (least relative deviation): row T is the
+    # cheapest in every column (1/300 < 1/210 < 1/60, 1/500, 1/1000, 1/200), so T,II +1,
+    # T,III +5/3, T,T -10/3 and T,I -6 (within 200/30) close the cycles.
+    t, x = flat3x3()
+    p = problem(t, x, {("A", "I"): (6, 6)})
+    r = adjust(p, cost="relative")
+    assert_sound(p, r)
+    assert moved(t, r) == {
+        ("A", "I"): -6,
+        ("A", "II"): 1,
+        ("A", "III"): 5 / 3,
+        ("A", "T"): -10 / 3,
+        ("T", "II"): 1,
+        ("T", "III"): 5 / 3,
+        ("T", "T"): -10 / 3,
+        ("T", "I"): -6,
+    }
+    assert r.solves == 2 and r.loss.margins_moved == 5
+
+
+def test_3x3_simplified():
+    # Margins cost nothing: they absorb A,I's change (A,T, T,I, T,T -6) and no other leaf
+    # moves. With T,T fixed a leaf must take +6: the cheapest percentage is the largest
+    # leaf, C,III (6/350), and its margins C,T and T,III follow.
+    t, x = flat3x3()
+    p = problem(t, x, {("A", "I"): (6, 6)})
+    r = adjust(p, method="simplified")
+    assert_sound(p, r)
+    assert moved(t, r) == {("A", "I"): -6, ("A", "T"): -6, ("T", "I"): -6, ("T", "T"): -6}
+    assert r.objective == pytest.approx(6 / 20)
+    r = adjust(p, method="simplified", fixed=mask(t, ("T", "T")))
+    assert_sound(p, r)
+    assert moved(t, r) == {
+        ("A", "I"): -6,
+        ("A", "T"): -6,
+        ("T", "I"): -6,
+        ("C", "III"): 6,
+        ("C", "T"): 6,
+        ("T", "III"): 6,
+    }
+
+
+def test_alternating_directions_and_the_mip():
+    # A,II (30) and A,I (20) sensitive: A,II is first and goes down, A,I up. Reciprocal
+    # cost: A,I +6 and A,II -6 cancel in row A; columns I and II close through row T
+    # (T,I -6 and T,II +6: 1/200 + 1/300 per unit): 6 (1/20 + 1/30 + 1/200 + 1/300) = 0.55.
+    # Both down instead costs 6 (1/20 + 1/30) + 12/100 + 6/200 + 6/300 + 12/1000 = 0.682,
+    # so the MIP keeps the alternating directions (or their mirror, of equal cost).
+    t, x = flat3x3()
+    p = problem(t, x, {("A", "I"): (6, 6), ("A", "II"): (6, 6)})
+    r = adjust(p)
+    assert_sound(p, r)
+    assert r.direction[t.cell_index(("A", "II"))] == -1
+    assert r.direction[t.cell_index(("A", "I"))] == 1
+    assert r.objective == pytest.approx(0.55)
+    m = adjust(p, directions="optimal")
+    assert_sound(p, m)
+    assert m.status == "optimal" and m.objective == pytest.approx(0.55) and m.gap <= 1e-6
+
+
+def test_forced_direction_and_the_mip():
+    # A,I (20) and C,I (140) sensitive, levels 6; alternating: C,I down, A,I up, which
+    # cancel in column I: the row changes close via column T (A,T +6, C,T -6 at 1/100 and
+    # 1/700): 6 (1/20 + 1/140 + 1/100 + 1/700) = 0.41143. Both down would need T,I -12
+    # and the totals: dearer. The MIP cannot beat the alternating table here; with C,I
+    # unable to go down (lower bound 139), both go up and the MIP agrees with the forced
+    # direction.
+    t, x = flat3x3()
+    lb = np.zeros(t.n_cells)
+    lb[t.cell_index(("C", "I"))] = 139
+    p = problem(t, x, {("A", "I"): (6, 6), ("C", "I"): (6, 6)}, lower_bounds=lb)
+    r = adjust(p)
+    assert r.direction[t.cell_index(("C", "I"))] == 1  # forced: its turn was down
+    assert r.direction[t.cell_index(("A", "I"))] == 1  # its own turn: up
+    m = adjust(p, directions="optimal")
+    assert_sound(p, m)
+    assert m.objective <= r.objective + 1e-9
+
+
+def hierarchical():
+    region = Hierarchy.from_children(
+        "region", {"Total": ["North", "South"], "North": ["n1", "n2"], "South": ["s1", "s2"]}
+    )
+    act = Hierarchy.flat("act", ["I", "II"], "T")
+    leaves = {
+        ("n1", "I"): 10,
+        ("n1", "II"): 10,
+        ("n2", "I"): 10,
+        ("n2", "II"): 20,
+        ("s1", "I"): 100,
+        ("s1", "II"): 100,
+        ("s2", "I"): 100,
+        ("s2", "II"): 100,
+    }
+    return table_of([region, act], leaves)
+
+
+def test_two_level_hierarchy():
+    # n1,I (10) down by 3. Reciprocal: the chain of its ancestors n1,T (20), North,I (20),
+    # North,T (50), Total,I (220), Total,T (450) costs 0.05 + 0.05 + 0.02 + 0.004545 +
+    # 0.002222 = 0.12677 per unit; the rectangle n1,II - n2,II - n2,I 0.25; n1,T - n2,T -
+    # n2,I 0.1833; stopping at North through South (North,I, South,I, s1,I, s1,T, South,T,
+    # North,T, n1,T) 0.1425.
+    t, x = hierarchical()
+    p = problem(t, x, {("n1", "I"): (3, 3)})
+    r = adjust(p)
+    assert_sound(p, r)
+    chain = [("n1", "T"), ("North", "I"), ("North", "T"), ("Total", "I"), ("Total", "T")]
+    assert moved(t, r) == {("n1", "I"): -3, **{k: -3 for k in chain}}
+    assert r.objective == pytest.approx(3 * (0.1 + 0.05 + 0.05 + 0.02 + 1 / 220 + 1 / 450))
+    assert r.loss.margins_moved == 5
+    # Simplified with North,T fixed: a leaf below it takes +3, the largest non-sensitive
+    # one (n2,II, 20), and its ancestors but North,T follow.
+    r = adjust(p, method="simplified", fixed=mask(t, ("North", "T")))
+    assert_sound(p, r)
+    assert moved(t, r) == {
+        ("n1", "I"): -3,
+        ("n1", "T"): -3,
+        ("North", "I"): -3,
+        ("Total", "I"): -3,
+        ("n2", "II"): 3,
+        ("n2", "T"): 3,
+        ("North", "II"): 3,
+        ("Total", "II"): 3,
+    }
+
+
+def test_3d():
+    # 2x2x2 leaves with margins (27 cells); (a1, b1, c1) down by 2. Simplified: its seven
+    # ancestors (any of its codes replaced by T) absorb -2, no other leaf moves.
+    dims = [Hierarchy.flat(n, [f"{n}1", f"{n}2"], "T") for n in ("a", "b", "c")]
+    leaves = {(a, b, c): v for (a, b, c), v in zip(
+        [(a, b, c) for a in ("a1", "a2") for b in ("b1", "b2") for c in ("c1", "c2")],
+        [10, 20, 30, 40, 50, 60, 70, 80],
+    )}  # fmt: skip
+    t, x = table_of(dims, leaves)
+    p = problem(t, x, {("a1", "b1", "c1"): (2, 2)})
+    r = adjust(p, method="simplified")
+    assert_sound(p, r)
+    ancestors = {(a, b, c): -2 for a in ("a1", "T") for b in ("b1", "T") for c in ("c1", "T")}
+    assert moved(t, r) == ancestors
+    for cost in ("absolute", "reciprocal", "relative"):
+        assert_sound(p, adjust(p, cost=cost))
+
+
+def test_level_beyond_bounds_and_infeasible_table_name_the_cell():
+    t, x = flat3x3()
+    ub = np.full(t.n_cells, np.inf)
+    ub[t.cell_index(("A", "I"))] = 22
+    p = problem(t, x, {("A", "I"): (6, 25)}, upper_bounds=ub)  # up to 22 < 26, down below 0
+    with pytest.raises(InputError) as e:
+        adjust(p)
+    assert e.value.field == "protection" and e.value.cell == t.cell_index(("A", "I"))
+    # B,II (60, first, down) can move through B,I, C,I, C,II; A,I (second, up) cannot move
+    # with everything else fixed: the bisection names A,I.
+    p = problem(t, x, {("A", "I"): (6, 6), ("B", "II"): (6, 6)})
+    free = mask(t, ("A", "I"), ("B", "II"), ("B", "I"), ("C", "I"), ("C", "II"))
+    for directions in ("alternate", "optimal"):
+        with pytest.raises(InputError) as e:
+            adjust(p, fixed=~free, directions=directions, cost="absolute")
+        assert e.value.field == "cells" and e.value.cell == t.cell_index(("A", "I"))
+
+
+def test_time_limit_is_reported():
+    t, x = flat3x3()
+    p = problem(t, x, {("A", "I"): (6, 6)})
+    r = adjust(p, time_limit=1e-9)
+    assert r.status == "time_limit" and r.adjusted is None and "time limit" in r.message
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    data=st.data(),
+    rows=st.integers(2, 4),
+    cols=st.integers(2, 4),
+    cost=st.sampled_from(["absolute", "reciprocal", "relative"]),
+    method=st.sampled_from(["lp", "simplified"]),
+)
+def test_properties(data, rows, cols, cost, method):
+    """Adds up; every sensitive cell moved at least its level in its direction; bounds."""
+    r_codes, c_codes = [f"r{i}" for i in range(rows)], [f"c{j}" for j in range(cols)]
+    values = data.draw(st.lists(st.integers(0, 60), min_size=rows * cols, max_size=rows * cols))
+    leaves = {(a, b): v for (a, b), v in zip([(a, b) for a in r_codes for b in c_codes], values)}
+    t, x = table_of([Hierarchy.flat("r", r_codes, "T"), Hierarchy.flat("c", c_codes, "T")], leaves)
+    keys = list(leaves)
+    chosen = data.draw(st.sets(st.sampled_from(keys), min_size=1, max_size=3))
+    levels = {
+        k: (data.draw(st.integers(1, 10)), data.draw(st.integers(0, max(leaves[k] // 2, 0))))
+        for k in chosen
+    }
+    ub = np.full(t.n_cells, np.inf)
+    for k in data.draw(st.sets(st.sampled_from(keys), max_size=2)):
+        if k not in chosen:
+            ub[t.cell_index(k)] = leaves[k] + data.draw(st.integers(0, 5))
+    p = problem(t, x, levels, upper_bounds=ub)
+    r = adjust(p, cost=cost, method=method)
+    assert r.status == "optimal"
+    assert_sound(p, r)
+    if cost != "relative":
+        m = adjust(p, cost=cost, method=method, directions="optimal")
+        assert_sound(p, m)
+        assert m.objective <= r.objective * (1 + 1e-6) + 1e-9
+
+
+# --- the route -----------------------------------------------------------------------
+
+
+def body(**extra):
+    cells = [{"key": list(k), "value": v} for k, v in LEAVES.items()]
+    cells[0]["protection"] = {"upper": 6, "lower": 6}
+    out = {
+        "structure": {
+            "dimensions": [
+                {"name": "size", "leaves": ["A", "B", "C"], "total": "T"},
+                {"name": "act", "leaves": ["I", "II", "III"], "total": "T"},
+            ]
+        },
+        "cells": cells,
+    }
+    out.update(extra)
+    return out
+
+
+def by_key(reply):
+    return {tuple(c["key"]): c for c in reply["cells"]}
+
+
+def test_route_adjusts(client):
+    b = body()
+    b["cells"].append({"key": ["T", "T"], "fixed": True})
+    r = client.post("/v1/adjust", json=b)
+    assert r.status_code == 200, r.text
+    reply = r.json()
+    cells = by_key(reply)
+    assert len(cells) == 16
+    assert {k: c["deviation"] for k, c in cells.items() if c["deviation"]} == {
+        ("A", "I"): -6,
+        ("A", "T"): -6,
+        ("C", "I"): 6,
+        ("C", "T"): 6,
+    }
+    assert cells[("A", "I")] == {
+        "key": ["A", "I"],
+        "value": 20,
+        "adjusted": 14,
+        "deviation": -6,
+        "sensitive": True,
+        "direction": "down",
+        "protected": True,
+    }
+    assert cells[("C", "I")]["direction"] is None and cells[("C", "I")]["sensitive"] is False
+    assert reply["check"] == {
+        "protected": True,
+        "unprotected": [],
+        "adds_up": True,
+        "largest_residual": 0,
+    }
+    assert reply["loss"]["margins_moved"] == 2 and reply["loss"]["total_absolute"] == 24
+    assert reply["solver"]["status"] == "optimal"
+
+
+def test_route_with_a_rule_set(client):
+    # A,I = 155 + 4 + 1 is p%-sensitive (p = 20): upper protection 0.2 * 155 - 5 = 26.
+    cells = [{"key": list(k), "contributions": [{"value": v / 4}] * 4} for k, v in LEAVES.items()]
+    cells[0] = {"key": ["A", "I"], "contributions": [{"value": 15}, {"value": 4}, {"value": 1}]}
+    b = body(rules={"rules": [{"type": "p_percent", "p": 20}]})
+    b["cells"] = cells
+    reply = client.post("/v1/adjust", json=b).json()
+    sens = [k for k, c in by_key(reply).items() if c["sensitive"]]
+    assert ("A", "I") in sens and reply["check"]["protected"] and reply["check"]["adds_up"]
+
+
+def test_route_refuses_an_impossible_level(client):
+    b = body()
+    b["cells"][0]["protection"] = {"upper": 6, "lower": 25}
+    b["cells"][0]["upper_bound"] = 22
+    r = client.post("/v1/adjust", json=b)
+    assert r.status_code == 422
+    (d,) = r.json()["detail"]
+    assert d["cell"] == 0 and d["key"] == ["A", "I"] and d["field"] == "protection"
+    b = body(directions="optimal", cost="relative")
+    r = client.post("/v1/adjust", json=b)
+    assert r.status_code == 422 and r.json()["detail"][0]["field"] == "directions"
+
+
+def test_filter_role_gets_adjusted_values_only(make_client, key_file):
+    secured = make_client(api_keys_file=key_file)
+    as_filter = secured.post("/v1/adjust", json=body(), headers={"X-API-Key": FILTER_KEY})
+    as_analyst = secured.post("/v1/adjust", json=body(), headers={"X-API-Key": ANALYST_KEY})
+    assert as_filter.status_code == as_analyst.status_code == 200
+    f, a = by_key(as_filter.json()), by_key(as_analyst.json())
+    assert {k: c["adjusted"] for k, c in f.items()} == {k: c["adjusted"] for k, c in a.items()}
+    for c in f.values():
+        assert c["value"] is None and c["deviation"] is None and c["sensitive"] is None
+    assert as_filter.json()["loss"]["largest_cell"] is None
+    assert a[("A", "I")]["value"] == 20

@@ -1,0 +1,93 @@
+"""Deterministic mode (issue 16 part 5): with a ``work_limit`` the suppression's search is
+budgeted in solver work, not seconds, so the same request gives the same pattern however
+fast the machine runs."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from benchmarks.suppress import instance
+from service.sdc import highs
+from service.sdc.suppress import suppress
+from tests.test_api_suppress import body, statuses
+
+
+@pytest.fixture(scope="module")
+def table():
+    return instance("30x30", 1)
+
+
+def _run(inst, **kw):
+    return suppress(inst.problem, cost=inst.cost, method="fast", time_limit=10_000, **kw)
+
+
+def _same(a, b):
+    assert a.status == b.status and a.message == b.message
+    np.testing.assert_array_equal(a.suppressed, b.suppressed)
+    assert a.work == b.work
+
+
+@pytest.mark.parametrize("work_limit", [3_000, 6_000, 10**9])
+def test_same_pattern_on_a_slow_and_a_fast_machine(table, work_limit, monkeypatch):
+    first = _run(table, work_limit=work_limit)
+    # A machine fifty times slower: every reading of the wall clock has moved on fifty
+    # times as far. The wall clock decides nothing in deterministic mode.
+    real = time.perf_counter
+    origin = real()
+    monkeypatch.setattr(time, "perf_counter", lambda: origin + 50 * (real() - origin))
+    slow = _run(table, work_limit=work_limit)
+    monkeypatch.undo()
+    _same(first, slow)
+    assert first.work <= work_limit or first.status == "time_limit"
+
+
+def test_budget_binds_where_it_says(table):
+    # 3,000 units stop the protection itself (hand-read from the 30x30 preset: the search
+    # needs about 10,400 units in all); the message speaks of work, not time.
+    r = _run(table, work_limit=3_000)
+    assert r.status == "time_limit" and not r.safe
+    assert r.message.startswith("work limit reached before every sensitive cell was protected")
+    assert r.work == pytest.approx(3_000, abs=1)
+    done = _run(table, work_limit=10**9)
+    assert done.safe and done.status == "feasible" and done.work < 10**9
+    # Unbounded work finds what the wall-clock search finds with time to spare.
+    wall = _run(table)
+    np.testing.assert_array_equal(done.suppressed, wall.suppressed)
+    assert wall.work is None
+
+
+def test_wall_clock_still_bounds_the_call(table):
+    r = suppress(table.problem, cost=table.cost, method="fast", time_limit=0.05, work_limit=10**9)
+    assert r.status == "time_limit"
+    assert r.message.endswith("this result depends on the machine's speed)")
+
+
+def test_the_clock_is_restored():
+    assert type(highs.clock()) is highs.Clock
+
+
+@pytest.mark.parametrize("method", ["fast", "exact"])
+def test_route_reports_the_work(client, method):
+    replies = [
+        client.post("/v1/suppress", json=body(method=method, work_limit=100_000)).json()
+        for _ in range(2)
+    ]
+    a, b = replies
+    assert a["safe"] and statuses(a) == statuses(b)
+    assert sorted(k for k, v in statuses(a).items() if v == "secondary") == [
+        ("A", "III"),
+        ("B", "I"),
+        ("B", "III"),
+    ]
+    assert 0 < a["solver"]["work"] == b["solver"]["work"] < 100_000
+    plain = client.post("/v1/suppress", json=body(method=method)).json()
+    assert plain["solver"]["work"] is None
+
+
+def test_route_refuses_a_work_limit_below_one(client):
+    r = client.post("/v1/suppress", json=body(work_limit=0))
+    assert r.status_code == 422
+    assert r.json()["detail"][0]["field"] == "work_limit"
