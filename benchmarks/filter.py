@@ -44,7 +44,7 @@ from schemas.profiles import Profile
 from service import api_keys
 from service.pipeline.query_filter import screen
 from tests.generate import FILTER_QUERY, filter_answer
-from tests.servers import Server, server
+from tests.servers import ROOT, Server, server
 
 RULES = {"rules": [{"type": "p_percent", "p": 10}, {"type": "frequency", "n": 3}]}
 QUERY_RULES = {
@@ -182,6 +182,13 @@ def main() -> None:
         metavar="N",
         help="processes spinning on the CPU during the run (a noisy neighbour)",
     )
+    parser.add_argument(
+        "--before",
+        type=Path,
+        help="checkout of an earlier version (git worktree add /tmp/before REV): its server "
+        "runs the same passes, alternating with this one, --rounds times",
+    )
+    parser.add_argument("--rounds", type=int, default=2, help="with --before")
     args = parser.parse_args()
 
     bodies = {
@@ -202,7 +209,8 @@ def main() -> None:
                         {
                             "id": "load-filter",
                             "role": "filter",
-                            "hash": api_keys.hash_key(FILTER_KEY),
+                            # sha256: a hash every earlier version (--before) reads too
+                            "hash": api_keys.hash_key(FILTER_KEY, method="sha256"),
                         }
                     ]
                 }
@@ -214,23 +222,27 @@ def main() -> None:
             "SDC_PROFILES": str(profiles),
             "SDC_NOISE_SECRET": NOISE_SECRET,
         }
-        with (
-            server(env, workers=args.workers) as srv,
-            machine.busy_neighbours(args.busy_neighbours),
-        ):
-            for rate in args.rate:
-                print(
-                    f"POST /v1/filter, {args.cells} cells, open loop at {rate:.0f} req/s for "
-                    f"{args.seconds:.0f} s per scenario, {args.connections} connections, "
-                    f"{args.workers} server process(es), {args.busy_neighbours} busy "
-                    f"neighbour(s), latency from each request's due time; load average "
-                    f"before: {os.getloadavg()[0]:.2f}"
-                )
-                for name, body in bodies.items():
-                    print(
-                        f"  {name:<18} {measure(srv, body, rate, args.seconds, args.connections)}",
-                        flush=True,
-                    )
+        versions = [("", ROOT)]
+        if args.before is not None:
+            versions = [("current", ROOT), ("before", args.before.resolve())]
+        for round_ in range(args.rounds if args.before is not None else 1):
+            for label, root in versions if round_ % 2 == 0 else versions[::-1]:
+                with (
+                    server(env, workers=args.workers, root=root) as srv,
+                    machine.busy_neighbours(args.busy_neighbours),
+                ):
+                    for rate in args.rate:
+                        print(
+                            f"{label + ': ' if label else ''}POST /v1/filter, {args.cells} "
+                            f"cells, open loop at {rate:.0f} req/s for {args.seconds:.0f} s per "
+                            f"scenario, {args.connections} connections, {args.workers} server "
+                            f"process(es), {args.busy_neighbours} busy neighbour(s), latency "
+                            f"from each request's due time; load average before: "
+                            f"{os.getloadavg()[0]:.2f}"
+                        )
+                        for name, body in bodies.items():
+                            line = measure(srv, body, rate, args.seconds, args.connections)
+                            print(f"  {name:<18} {line}", flush=True)
 
 
 if __name__ == "__main__":
