@@ -468,6 +468,13 @@ class SuppressRequest(BaseModel):
         "machine; 'time_limit' still bounds the call, and a reply stopped by it says that it "
         "depends on the machine",
     )
+    publish: Literal["crosses", "intervals"] = Field(
+        "crosses",
+        description="'crosses': suppressed cells are published as crosses; 'intervals': "
+        "partial suppression (seed 000; Salazar 2003): each suppressed cell's feasibility "
+        "interval is published instead ('published' of the cell, to every role), and the "
+        "audit is recomputed with those intervals as the cells' a-priori bounds",
+    )
 
     @model_validator(mode="after")
     def _rules_or_profile(self) -> SuppressRequest:
@@ -477,6 +484,22 @@ class SuppressRequest(BaseModel):
 class CellStatus(BaseModel):
     key: CellKey
     status: Literal["primary", "secondary", "published"]
+    value: float | None = Field(
+        None,
+        description="the cell's value (margins included; on the original scale under "
+        "negative_values 'shift'); null for a suppressed cell unless the caller is an "
+        "analyst, and for every cell of a reply that is not safe unless the caller is one",
+    )
+    interval: tuple[float | None, float | None] | None = Field(
+        None,
+        description="analysts only: a suppressed cell's feasibility interval [min, max] from "
+        "the reply's audit (null bound: unbounded; null: no certified interval)",
+    )
+    published: tuple[float | None, float | None] | None = Field(
+        None,
+        description="with publish 'intervals' (partial suppression): the interval published "
+        "for this suppressed cell instead of a cross, to every role; null: a cross",
+    )
 
 
 class Loss(BaseModel):

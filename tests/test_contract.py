@@ -64,8 +64,32 @@ def secured(tmp_path_factory):
         (ANALYST_KEY, "analyst", "sha256"),
     )
     policy = next(p.values[1]["policy"] for p in EXAMPLES if p.values[0] == "/v1/filter")
-    settings = Settings(api_keys_file=keys, profiles={"example": Profile.model_validate(policy)})
+    settings = Settings(
+        api_keys_file=keys,
+        profiles={
+            "example": Profile.model_validate(policy),
+            "noisy": Profile.model_validate(NOISY_PROFILE),
+        },
+        noise_secret=b"contract-test-noise-secret",
+    )
     return TestClient(create_app(settings))
+
+
+#: For the filter role's /v1/noise: the example's rules and noise level as a profile (the
+#: filter role may not send a noise level of its own).
+NOISY_PROFILE = {
+    "rules": {"rules": [{"type": "p_percent", "p": 10}]},
+    "filter": {
+        "statistical": {
+            "approach": "noise",
+            "d": 0.1,
+            "jitter": 0.02,
+            "ratio_range": [0.85, 1.15],
+            "min_weighted_count": 3,
+            "p": 10,
+        }
+    },
+}
 
 
 @pytest.mark.parametrize("role", ["analyst", "filter"])
@@ -75,6 +99,11 @@ def test_replies_conform_to_the_reply_model(secured, path, example, role):
     if role == "filter" and "policy" in example:
         # The filter role names a profile: the one that holds the example's policy.
         example = {**{k: v for k, v in example.items() if k != "policy"}, "profile": "example"}
+    if role == "filter" and "noise" in example:
+        example = {
+            **{k: v for k, v in example.items() if k not in ("noise", "rules")},
+            "profile": "noisy",
+        }
     r = secured.post(path, json=example, headers={"X-API-Key": key})
     if role == "filter" and path == "/v1/conversions":
         assert r.status_code == 403  # analysts only

@@ -131,4 +131,5 @@ def test_a_tau_argus_hierarchy_drives_a_suppression(client):
     status = {tuple(c["key"]): c["status"] for c in reply["cells"]}
     assert status[("n1", "small")] == "primary" and reply["safe"]
     lines = format_pattern(reply["cells"]).splitlines()
-    assert "n1;small;;U" in lines and sum(line.endswith(";M") for line in lines) >= 3
+    # The reply carries every cell's value (n1,small: 900 + 5), written beside its code.
+    assert "n1;small;905.0;U" in lines and sum(line.endswith(";M") for line in lines) >= 3

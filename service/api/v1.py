@@ -6,6 +6,7 @@ from fastapi import APIRouter
 
 from . import adjust as adjust_api
 from . import audit, conversions, frequency, query_filter, sensitivity, suppress
+from . import noisy_table as noisy_table_api
 from . import rounding as rounding_api
 from .routing import DECLARED
 
@@ -18,6 +19,7 @@ ENDPOINTS = (
     conversions.convert_rule,
     audit.audit,
     suppress.suppress_route,
+    noisy_table_api.noise_route,
     rounding_api.round_route,
     adjust_api.adjust_route,
 )

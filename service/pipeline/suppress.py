@@ -4,17 +4,21 @@ The methods are in :mod:`service.sdc.suppress`."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import assert_never
 
 import numpy as np
 
 from schemas.tables import SolveStatus, SuppressRequest, SuppressStatus
+from service.sdc.audit import audit_pattern
 from service.sdc.highs import Outcome
+from service.sdc.problem import TableProblem
 from service.sdc.suppress import SuppressionResult, cell_costs, suppress
 
 from .audit import audit_reply
 from .errors import TABLE_FIELDS, RequestInputError, core_errors
 from .tables import ResolvedTableRequest, TableInputs, checked_table_inputs, table_problem
+from .tables import _filled as filled_margins  # margins from leaves, linked tables too
 
 #: What building the reply may take beyond the suppression: the suppression gets the time
 #: limit less the time already spent on the request and this reserve.
@@ -81,11 +85,95 @@ def protect(
             time_limit=max(left, 1e-3),
             work_limit=body.work_limit,
         )
-    reply = _reply(inputs, result, time_limit, resolved.disclose)
+    if body.publish == "intervals" and result.safe and result.audit is not None:
+        result = _partial(inputs, problem, result, started, time_limit)
+    reply = _reply(inputs, result, time_limit, resolved.disclose, _offset(inputs, resolved))
+    if body.publish == "intervals":
+        _publish_intervals(reply)
     return reply if diagnostics else _decisions_only(reply)
 
 
-def _reply(inputs: TableInputs, r: SuppressionResult, time_limit: float, disclose: bool) -> dict:
+def _offset(inputs: TableInputs, resolved: ResolvedTableRequest) -> np.ndarray:
+    """What each cell's value was shifted by: ``N M`` on a leaf with ``N`` contributors
+    under ``negative_values.mode = "shift"`` (seed 004 section 2.2, as
+    :func:`.tables.table_inputs` applies it), a margin the sum of its leaves'; zero
+    otherwise. The table is protected and audited in the shifted values ``Y = X + N M``;
+    the reply's values and intervals are ``Y - N M``, on the scale the caller publishes:
+    ``N M`` is a constant per cell, so the interval of ``X`` is that of ``Y`` moved by it."""
+    rules = resolved.rules
+    if rules is None or rules.negative_values.mode != "shift":
+        return np.zeros(inputs.space.n_cells)
+    shift = float(rules.negative_values.shift or 0.0)
+    leaf = inputs.space.is_leaf
+    return filled_margins(inputs.space, np.where(leaf, inputs.n_contributors * shift, np.nan))
+
+
+def _partial(
+    inputs: TableInputs,
+    problem: TableProblem,
+    r: SuppressionResult,
+    started: float,
+    time_limit: float,
+) -> SuppressionResult:
+    """Partial suppression (seed 000, "Cell suppression ... Partial suppression"; Salazar
+    2003): the safe pattern ``r`` with each suppressed cell's certified feasibility
+    interval published instead of a cross, and its audit recomputed with the published
+    intervals as the cells' a-priori bounds (what an intruder then knows).
+
+    Why this keeps the pattern safe: the intruder's knowledge of the suppressed cells is
+    the polytope ``P = {y : relations, a-priori bounds, published cells fixed}``, and the
+    audit's interval ``[l_j, u_j]`` of a suppressed cell ``j`` is the projection of ``P``
+    on ``y_j`` (min and max of ``y_j`` over ``P``, seed 000 "feasibility interval"). So
+    every ``y`` in ``P`` already has ``l_j <= y_j <= u_j`` for all ``j`` at once:
+    adding those bounds leaves ``P`` unchanged, and with it every interval, every
+    protection check and every aggregation an intruder can derive. Only certified
+    intervals are published: an interval from an LP stopped early may be narrower than
+    the projection and would tell the intruder something new, so those cells keep their
+    cross. The recomputed audit checks this rather than relying on it (solver round-off
+    could make a published bound cut ``P`` by a hair): the reply is safe only if its
+    verdict is safe again.
+    """
+    audit = r.audit
+    assert audit is not None  # a safe result carries its audit (SuppressionResult.safe)
+    iv = audit.intervals
+    lower, upper = problem.lower_bounds.copy(), problem.upper_bounds.copy()
+    cells = iv.cells[iv.certified]
+    lower[cells] = np.maximum(lower[cells], iv.lower[iv.certified])
+    upper[cells] = np.minimum(upper[cells], iv.upper[iv.certified])
+    bounded = replace(problem, lower_bounds=lower, upper_bounds=upper)
+    left = time_limit - (time.perf_counter() - started)
+    with core_errors(TABLE_FIELDS, inputs.request_of_cell):
+        again = audit_pattern(bounded, r.suppressed, time_limit=max(left, 1e-3))
+    if again.verdict == "safe":
+        return replace(r, audit=again)
+    return replace(
+        r,
+        audit=again,
+        status="no_safe_pattern",
+        message="the pattern's published intervals failed the recomputed audit: "
+        + "; ".join(again.reasons),
+    )
+
+
+def _publish_intervals(reply: dict) -> None:
+    """Partial suppression's publication: each suppressed cell's interval (from the
+    recomputed audit) as ``published``, for every role (it is published); a cross
+    (``null``) where the interval was not certified."""
+    for cell in reply["cells"]:
+        if cell["status"] != "published":
+            cell["published"] = cell.get("interval") if reply["safe"] else None
+
+
+def _reply(
+    inputs: TableInputs,
+    r: SuppressionResult,
+    time_limit: float,
+    disclose: bool,
+    offset: np.ndarray,
+) -> dict:
+    """The reply; each cell with its value (on the caller's scale, ``offset``) and, when a
+    safe pattern is returned, each suppressed cell's interval from the audit that certified
+    the pattern (no second audit). :func:`_decisions_only` takes out what analysts only see."""
     safe = r.safe and r.status != "no_safe_pattern"
     status = np.where(
         inputs.sensitive,
@@ -93,7 +181,17 @@ def _reply(inputs: TableInputs, r: SuppressionResult, time_limit: float, disclos
         np.where(r.secondary if safe else False, "secondary", "published"),
     )
     cell_keys = inputs.space.keys.tolist()
-    cells = [{"key": list(k), "status": s} for k, s in zip(cell_keys, status.tolist())]
+    values = (inputs.values - offset).tolist()
+    cells = [
+        {"key": list(k), "status": s, "value": v}
+        for k, s, v in zip(cell_keys, status.tolist(), values)
+    ]
+    if safe and r.audit is not None:
+        iv = r.audit.intervals
+        for j, lo, hi, ok in zip(
+            iv.cells.tolist(), iv.lower.tolist(), iv.upper.tolist(), iv.certified.tolist()
+        ):
+            cells[j]["interval"] = [_bound(lo - offset[j]), _bound(hi - offset[j])] if ok else None
     solver = {
         "method": r.method,
         "status": r.status,
@@ -132,11 +230,22 @@ def _unprotected(r: SuppressionResult) -> list[int]:
     return [] if r.unprotected is None else r.unprotected.tolist()
 
 
+def _bound(v: float) -> float | None:
+    return float(v) if np.isfinite(v) else None
+
+
 def _decisions_only(reply: dict) -> dict:
     """A suppression reply for callers without diagnostics (the filter role): the audit and
-    the solver's message (which can name protection levels) left out."""
+    the solver's message (which can name protection levels) left out, and so are the
+    values of suppressed cells and their intervals (an analyst's view of the pattern); a
+    cell's value only where it is published in a safe reply. Partial suppression's
+    ``published`` intervals stay: they are the publication."""
     solver = reply["solver"]
     reply["audit"] = None
+    for cell in reply["cells"]:
+        cell.pop("interval", None)
+        if not reply["safe"] or cell["status"] != "published":
+            cell["value"] = None
     solver["message"] = (
         "a safe pattern was found"
         if reply["safe"]
