@@ -5,14 +5,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from service.sdc.highs import Outcome
 
 from .cells import STRICT as _STRICT
 from .cells import CellKey
-from .rules import RuleSet
-from .tables import CountRules, Structure, TableCell, _one_kind
+from .tables import TableCell, TableRequestBase
 
 
 class AdjustCell(TableCell):
@@ -24,7 +23,7 @@ class AdjustCell(TableCell):
     )
 
 
-class AdjustRequest(BaseModel):
+class AdjustRequest(TableRequestBase):
     """A table and what makes its cells sensitive; the closest additive table in which every
     sensitive cell moved at least its protection level comes back."""
 
@@ -56,13 +55,7 @@ class AdjustRequest(BaseModel):
             ]
         },
     )
-    structure: Structure
     cells: list[AdjustCell] = Field(min_length=1)
-    counts: CountRules | None = Field(None, description="the table is a count table")
-    rules: RuleSet | None = None
-    profile: str | None = Field(
-        None, max_length=100, description="name of a configured rule profile"
-    )
     method: Literal["lp", "simplified"] = Field(
         "lp",
         description="'lp': LP-based CTA, every cell carries the cost; 'simplified': "
@@ -82,10 +75,6 @@ class AdjustRequest(BaseModel):
     time_limit: float | None = Field(
         None, gt=0, description="solver seconds; capped by the service"
     )
-
-    @model_validator(mode="after")
-    def _rules_or_profile(self) -> AdjustRequest:
-        return _one_kind(self)
 
 
 class AdjustedCell(BaseModel):

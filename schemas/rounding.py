@@ -10,8 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .cells import STRICT as _STRICT
 from .cells import CellKey
-from .rules import RuleSet
-from .tables import CountRules, SolveStatus, Structure, TableCell, _one_kind
+from .tables import SolveStatus, TableCell, TableRequestBase
 
 #: How a rounding ended: an outcome of the solver, or ``feasible`` (a MIP stopped by the
 #: time limit with a rounding, gap reported).
@@ -40,19 +39,13 @@ _EXAMPLE: Any = {
 }
 
 
-class RoundRequest(BaseModel):
+class RoundRequest(TableRequestBase):
     """A table (leaves; margins computed or sent and checked), what makes cells sensitive
     (as for ``/v1/suppress``: rules, a profile, count rules or protection levels), and
     the rounding."""
 
     model_config = ConfigDict(**_STRICT, json_schema_extra={"examples": [_EXAMPLE]})
-    structure: Structure
     cells: list[TableCell] = Field(min_length=1)
-    counts: CountRules | None = Field(None, description="the table is a count table")
-    rules: RuleSet | None = None
-    profile: str | None = Field(
-        None, max_length=100, description="name of a configured rule profile"
-    )
     base: float = Field(gt=0, description="the rounding base b: cells go to multiples of b")
     method: Literal["controlled", "random"] = Field(
         "controlled",
@@ -75,7 +68,7 @@ class RoundRequest(BaseModel):
     def _checks(self) -> RoundRequest:
         if self.seed is not None and self.method != "random":
             raise ValueError("'seed' is for method 'random'")
-        return _one_kind(self)
+        return self
 
 
 class RoundedCell(BaseModel):

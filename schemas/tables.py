@@ -4,7 +4,7 @@ suppression endpoints."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -148,7 +148,28 @@ class AuditCell(TableCell):
     suppressed: bool = False
 
 
-class AuditRequest(BaseModel):
+class TableRequestBase(BaseModel):
+    """What every request on a table structure has (audit, suppression, adjustment,
+    rounding): the structure, and at most one of a rule set, a profile and count rules
+    (none: the cells carry protection levels). Each request adds its cells."""
+
+    model_config = _STRICT
+    structure: Structure
+    counts: CountRules | None = Field(None, description="the table is a count table")
+    rules: RuleSet | None = None
+    profile: str | None = Field(
+        None, max_length=100, description="name of a configured rule profile"
+    )
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Self:
+        given = [name for name in ("rules", "profile", "counts") if getattr(self, name) is not None]
+        if len(given) > 1:
+            raise ValueError(f"give at most one of 'rules', 'profile' and 'counts' (got {given})")
+        return self
+
+
+class AuditRequest(TableRequestBase):
     """A table, a suppression pattern and what makes cells sensitive."""
 
     model_config = ConfigDict(
@@ -215,20 +236,10 @@ class AuditRequest(BaseModel):
             ]
         },
     )
-    structure: Structure
     cells: list[AuditCell] = Field(min_length=1)
-    counts: CountRules | None = Field(None, description="the table is a count table")
-    rules: RuleSet | None = None
-    profile: str | None = Field(
-        None, max_length=100, description="name of a configured rule profile"
-    )
     time_limit: float | None = Field(
         None, gt=0, description="solver seconds for the whole audit; capped by the service"
     )
-
-    @model_validator(mode="after")
-    def _rules_or_profile(self) -> AuditRequest:
-        return _one_kind(self)
 
 
 class Flags(BaseModel):
@@ -347,7 +358,7 @@ class SuppressCell(TableCell):
     )
 
 
-class SuppressRequest(BaseModel):
+class SuppressRequest(TableRequestBase):
     """The whole pipeline: cells with contributions (or summaries), structure and rules in;
     every cell's status, protection, the audit and the information loss out."""
 
@@ -442,13 +453,7 @@ class SuppressRequest(BaseModel):
             ]
         },
     )
-    structure: Structure
     cells: list[SuppressCell] = Field(min_length=1)
-    counts: CountRules | None = Field(None, description="the table is a count table")
-    rules: RuleSet | None = None
-    profile: str | None = Field(
-        None, max_length=100, description="name of a configured rule profile"
-    )
     method: Literal["fast", "exact"] = Field(
         "fast",
         description="'exact': Fischetti-Salazar mixed-integer model with cuts (small "
@@ -475,10 +480,6 @@ class SuppressRequest(BaseModel):
         "interval is published instead ('published' of the cell, to every role), and the "
         "audit is recomputed with those intervals as the cells' a-priori bounds",
     )
-
-    @model_validator(mode="after")
-    def _rules_or_profile(self) -> SuppressRequest:
-        return _one_kind(self)
 
 
 class CellStatus(BaseModel):
@@ -550,10 +551,3 @@ class SuppressReply(BaseModel):
     loss: Loss | None = None
     solver: SuppressSolver
     audit: AuditReply | None = None
-
-
-def _one_kind(request):
-    given = [name for name in ("rules", "profile", "counts") if getattr(request, name) is not None]
-    if len(given) > 1:
-        raise ValueError(f"give at most one of 'rules', 'profile' and 'counts' (got {given})")
-    return request
