@@ -16,10 +16,15 @@ from service.sdc import noise
 from service.sdc.problem import relations_of
 
 from .errors import TABLE_FIELDS, RequestInputError, Wire, core_errors
-from .query_filter import _noise_key as noise_key  # the secret, or the filter's own 422
+from .query_filter import noise_key
 from .rules import resolve_rules
-from .tables import LEAF_MAP_FACTOR, check_additivity, check_table_size, table_inputs
-from .tables import _filled as filled_margins  # margins from leaves, linked tables too
+from .tables import (
+    LEAF_MAP_FACTOR,
+    check_additivity,
+    check_table_size,
+    filled_margins,
+    table_inputs,
+)
 
 #: The noise's core errors in this request's terms (the filter's ``NOISE_FIELDS`` name
 #: ``contributions.respondent``; here the ids are the cell's ``respondents``).

@@ -30,7 +30,7 @@ def policy_of(
     missing one."""
     if body.policy is not None:
         if body.policy.filter.statistical.approach == "noise":
-            _noise_key(settings.noise_secret)
+            noise_key(settings.noise_secret)
         return body.policy.rules, body.policy.filter
     profile = None if body.profile is None else settings.profiles.get(body.profile)
     if profile is None or (profile.filter is None and not diagnostics):
@@ -40,7 +40,7 @@ def policy_of(
     return profile.rules, profile.filter
 
 
-def _noise_key(secret: bytes | None) -> bytes:
+def noise_key(secret: bytes | None) -> bytes:
     """The key of the noise multipliers, without which the noise approach cannot run."""
     if secret is None:
         raise RequestInputError(
@@ -199,7 +199,7 @@ def _noise_screen(
             c.weight,
             enterprise,
             establishment,
-            _noise_key(secret),
+            noise_key(secret),
             rules,
         )
     criteria = qf.noise_criteria(noisy, m, rules)

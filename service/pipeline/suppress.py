@@ -17,8 +17,13 @@ from service.sdc.suppress import SuppressionResult, cell_costs, suppress
 
 from .audit import audit_reply
 from .errors import TABLE_FIELDS, RequestInputError, core_errors
-from .tables import ResolvedTableRequest, TableInputs, checked_table_inputs, table_problem
-from .tables import _filled as filled_margins  # margins from leaves, linked tables too
+from .tables import (
+    ResolvedTableRequest,
+    TableInputs,
+    checked_table_inputs,
+    filled_margins,
+    table_problem,
+)
 
 #: What building the reply may take beyond the suppression: the suppression gets the time
 #: limit less the time already spent on the request and this reserve.

@@ -574,7 +574,7 @@ def _values(space, cells, where, m, known) -> np.ndarray:
             cell=int(sent[0]) if sent.size else None,
         )
     if not given.all():
-        x = np.where(given, x, _filled(space, x))
+        x = np.where(given, x, filled_margins(space, x))
     return x
 
 
@@ -591,10 +591,10 @@ def _shifted(space, x, m, known, shift: float, request_of_cell) -> np.ndarray:
             field="cells",
             cell=cell if cell >= 0 else None,
         )
-    return _filled(space, np.where(space.is_leaf, x + m.count * shift, np.nan))
+    return filled_margins(space, np.where(space.is_leaf, x + m.count * shift, np.nan))
 
 
-def _filled(space, x: np.ndarray) -> np.ndarray:
+def filled_margins(space, x: np.ndarray) -> np.ndarray:
     """Margins computed from the leaves, table by table for linked tables."""
     if isinstance(space, Table):
         return space.fill_margins(x)
