@@ -378,6 +378,13 @@ def _bound_group(block, rhs, tolerance, lb, ub, deadline):
             costed = j
             outcome = highs.run(h, deadline)
             n_solves += 1
+            if outcome in (Outcome.INFEASIBLE, Outcome.ERROR):
+                # A warm start can go astray on large values (primal simplex from the last
+                # basis declared a feasible group infeasible on a rounded 60x60 table with
+                # cells near 5e7): only a solve from scratch may say so.
+                h.clearSolver()
+                outcome = highs.run(h, deadline)
+                n_solves += 1
             if outcome is Outcome.OPTIMAL:
                 value = sense * h.getInfo().objective_function_value
                 if sense > 0:
