@@ -59,6 +59,7 @@ Readings
 """
 
 import dataclasses
+import logging
 import time
 
 import numpy as np
@@ -68,7 +69,7 @@ from ..audit import audit_pattern
 from ..errors import InputError
 from ..problem import TableProblem
 from .exact import exact
-from .fast import protect, protect_aggregations, remove_superfluous
+from .fast import log, protect, protect_aggregations, remove_superfluous
 from .lps import Attacker, Cheapest
 from .problem import COST_KINDS, cell_costs, prepare
 from .result import SuppressionResult, finish
@@ -154,15 +155,34 @@ def _search(problem, cost, forbidden, forced, method, start, end, budget, audit_
     search_end = origin + budget
     deadline = origin + (1.0 - audit_share) * budget
     p = prepare(problem, cost, forbidden, forced, deadline)
+    log.info(
+        "suppress (%s): start, %d cells, %d sensitive cells, %d relations",
+        method,
+        len(p.values),
+        int(p.sensitive.sum()),
+        p.a.shape[0],
+    )
     att = Attacker(p)
     cheapest = Cheapest(p)
     y, status, message, iters, witness = protect(p, att, cheapest)
     lower_bound = np.nan
 
     def done(y, status, message, **how) -> SuppressionResult:
-        return finish(
+        if y is not None:
+            log.info("audit: start, %d cells suppressed", int(y.sum()))
+        result = finish(
             p, att, y, status, message, lower_bound, iters, method, start, end, search_end, **how
         )
+        if log.isEnabledFor(logging.INFO):
+            log.info(
+                "suppress (%s): end, status %s, audit %s, %d cells suppressed, %.1f s",
+                method,
+                result.status,
+                "-" if result.audit is None else result.audit.verdict,
+                int(result.suppressed.sum()),
+                result.seconds,
+            )
+        return result
 
     if y is None:
         return done(None, status, message, partial=witness if status == "time_limit" else None)

@@ -3,12 +3,40 @@ and the protection of aggregations (see :mod:`service.sdc.suppress`)."""
 
 from __future__ import annotations
 
+import functools
+import itertools
+import logging
+import time
+
 import numpy as np
 
 from .. import highs
 from ..aggregations import Requirements, check_aggregations
 from .lps import Attacker, Cheapest
 from .problem import SearchProblem, requirements
+
+# Progress of long runs (issue 16 part 3): INFO lines with lazy %-arguments, at most one
+# progress line per PROGRESS_SECONDS within a phase, so a level above INFO costs a cached
+# level check per requirement and nothing else.
+log = logging.getLogger("sdc.suppress")
+#: Seconds between two progress lines of one phase.
+PROGRESS_SECONDS = 10.0
+
+
+class _Ticker:
+    """Whether a progress line is due: INFO enabled and PROGRESS_SECONDS since the last."""
+
+    def __init__(self) -> None:
+        self.next = time.monotonic() + PROGRESS_SECONDS
+
+    def due(self) -> bool:
+        if not log.isEnabledFor(logging.INFO):
+            return False
+        now = time.monotonic()
+        if now < self.next:
+            return False
+        self.next = now + PROGRESS_SECONDS
+        return True
 
 
 def protect(p: SearchProblem, att: Attacker, cheapest: Cheapest):
@@ -23,7 +51,31 @@ def protect(p: SearchProblem, att: Attacker, cheapest: Cheapest):
     witness = []
     late = "time limit reached before every sensitive cell was protected"
     levels = requirements(p)
+    ticker = _Ticker()
+    # Requirements of a cell are done once the last of them is: cells done = how many of
+    # these last positions lie before the current requirement.
+    last = {}
+    for k, (i, _, _) in enumerate(levels):
+        last[i] = k
+    ends = np.sort(np.fromiter(last.values(), np.int64, len(last)))
+    log.info(
+        "protection: start, %d sensitive cells, %d requirements, %d forced suppressions",
+        len(ends),
+        len(levels),
+        int(y.sum()),
+    )
     for k, (i, sense, level) in enumerate(levels):
+        if ticker.due():
+            log.info(
+                "protection: %d of %d sensitive cells done (%d of %d requirements), "
+                "%d protection LPs, %d cells suppressed",
+                int(np.searchsorted(ends, k)),
+                len(ends),
+                k,
+                len(levels),
+                iters,
+                int(y.sum()),
+            )
         # Already protected by earlier suppressions: a local attack, then the whole table's.
         attack, outcome = cheapest.support(
             i, sense, level, y, p.room_up, p.room_down, within_pattern=True
@@ -56,6 +108,12 @@ def protect(p: SearchProblem, att: Attacker, cheapest: Cheapest):
             )
         y[used] = True
         witness.append(used)
+    log.info(
+        "protection: end, %d sensitive cells protected, %d protection LPs, %d cells suppressed",
+        len(ends),
+        iters,
+        int(y.sum()),
+    )
     return y, "feasible", "every sensitive cell protected", iters, witness
 
 
@@ -76,9 +134,17 @@ def remove_superfluous(
     levels = requirements(p)
     witness = list(witness)
     candidates = np.flatnonzero(y & ~p.forced)
+    ticker = _Ticker()
+    log.info("clean-up: start, %d candidate cells", len(candidates))
+    tried = removed = 0
     for j in candidates[np.argsort(-p.cost[candidates], kind="stable")].tolist():
         if highs.now() > deadline:
             break  # what is left is safe, only not as lean
+        if ticker.due():
+            log.info(
+                "clean-up: %d of %d candidates tried, %d removed", tried, len(candidates), removed
+            )
+        tried += 1
         trial = y.copy()
         trial[j] = False
         renewed, ok, attacker_set = {}, True, False
@@ -104,9 +170,17 @@ def remove_superfluous(
             renewed[k] = att.support() if np.isfinite(value) else np.arange(len(y))
         if ok:
             y = trial
+            removed += 1
             for k, support in renewed.items():
                 witness[k] = support
     att.set_pattern(y)
+    log.info(
+        "clean-up: end, %d of %d candidates tried, %d removed, %d cells suppressed",
+        tried,
+        len(candidates),
+        removed,
+        int(y.sum()),
+    )
     return y
 
 
@@ -141,20 +215,50 @@ def protect_aggregations(
     (pattern or None, why)."""
     if p.table.unions is None:
         return y, ""
+    log.info("aggregations: start, %d cells suppressed", int(y.sum()))
     needs = Requirements(p.table.structure, p.table.unions)
     room_cap = np.maximum(p.room_up, p.room_down)
     y = y.copy()
     proven: set = set()
-    for _ in range(max_rounds):
+    ticker = _Ticker()
+    for round_ in range(1, max_rounds + 1):
         check = check_pattern(p, y, screen_only=True, proven=proven)
         if check.status == "undecided" and highs.now() >= p.deadline:
             # Groups left undecided by the clock, not by the screen: not protected.
+            log.info("aggregations: round %d, time limit reached", round_)
             return None, "time limit reached protecting aggregations of suppressed cells"
-        todo = [r for found in check.found for r in needs.of(found)]
-        todo += [r for k, atom in dict.fromkeys(check.failing) for r in needs.at(k, atom)]
-        if not todo:
+        # Every requirement carries a room over all cells: expanded one anchor at a time,
+        # in the same order as a list would be (they do not depend on the pattern), not all
+        # up front, which held requirements x cells floats (issue 16 part 3: 1,411 x 59,049,
+        # about 0.6 GiB, in round 1 on a 220x220 table with 2-level hierarchies).
+        anchors = [functools.partial(needs.of, found) for found in check.found]
+        anchors += [functools.partial(needs.at, k, a) for k, a in dict.fromkeys(check.failing)]
+        log.info(
+            "aggregations: round %d, %d groups with a sensitive cell, %d proven, "
+            "%d sensitive, %d cells the screen did not prove, %d cells to protect, %.1f s check",
+            round_,
+            check.groups,
+            check.screened,
+            len(check.found),
+            len(set(check.failing)),
+            len(anchors),
+            check.seconds,
+        )
+        todo = (r for expand in anchors for r in expand())
+        first = next(todo, None)
+        if first is None:
+            log.info("aggregations: end after %d rounds, %d cells suppressed", round_, int(y.sum()))
             return y, ""
-        for anchor, level, room in todo:
+        for done, (anchor, level, room) in enumerate(itertools.chain([first], todo)):
+            if ticker.due():
+                log.info(
+                    "aggregations: round %d, %d requirements met (%d cells to protect), "
+                    "%d cells suppressed",
+                    round_,
+                    done,
+                    len(anchors),
+                    int(y.sum()),
+                )
             room = np.minimum(room, room_cap)
             used, outcome = cheapest.support(anchor, 1.0, level, y, room, room)
             if outcome == "infeasible":
