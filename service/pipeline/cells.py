@@ -223,3 +223,17 @@ def _from_summaries(cells, index, ruleset) -> magnitudes.Magnitudes:
         )
     except InputError as error:
         raise to_wire(error, numbers=index, cells=cells) from None
+
+
+class ContributionRows:
+    """The request's cell number of each contribution row, for :class:`.errors.core_errors`
+    when the core names a row (looked up on an error only). ``cells[k]`` is the request
+    number of the ``k``-th cell the rows were built from; ``cell_of_row`` each row's ``k``."""
+
+    __slots__ = ("cells", "cell_of_row")
+
+    def __init__(self, cells: Sequence[int] | np.ndarray, cell_of_row: np.ndarray):
+        self.cells, self.cell_of_row = cells, cell_of_row
+
+    def __getitem__(self, row: int) -> int:
+        return int(self.cells[int(self.cell_of_row[row])])

@@ -15,6 +15,7 @@ from service.config import Settings
 from service.sdc import noise
 from service.sdc.problem import relations_of
 
+from .cells import ContributionRows
 from .errors import TABLE_FIELDS, RequestInputError, Wire, core_errors
 from .query_filter import noise_key
 from .rules import resolve_rules
@@ -115,7 +116,7 @@ def noisy_table(
             field="cells",
         )
     cell_of_row, weighted, enterprise, establishment = _microdata(body, sent.tolist())
-    with core_errors(FIELDS, numbers=_Rows(sent, cell_of_row), cells=body.cells):
+    with core_errors(FIELDS, numbers=ContributionRows(sent, cell_of_row), cells=body.cells):
         m = noise.multipliers(enterprise, establishment, secret, level.d, level.jitter)
         moved = noise.apply_noise(weighted, m) - weighted
     leaf_noise = np.bincount(cell_of_row, moved, minlength=leaves.size)
@@ -204,18 +205,6 @@ def _microdata(
         enterprise,
         establishment,
     )
-
-
-class _Rows:
-    """The request's cell number of each contribution row (looked up on an error only)."""
-
-    __slots__ = ("sent", "cell")
-
-    def __init__(self, sent: np.ndarray, cell: np.ndarray):
-        self.sent, self.cell = sent, cell
-
-    def __getitem__(self, row: int) -> int:
-        return int(self.sent[int(self.cell[row])])
 
 
 def _derivable(space, suppressed: np.ndarray) -> np.ndarray:

@@ -16,7 +16,7 @@ from service.config import Settings
 from service.sdc import frequency, magnitudes, noise, primary
 from service.sdc import query_filter as qf
 
-from .cells import check_unique_cell_keys, contributions_of, magnitudes_of
+from .cells import ContributionRows, check_unique_cell_keys, contributions_of, magnitudes_of
 from .errors import NOISE_FIELDS, RequestInputError, contribution_field, core_errors
 from .rules import rule_labels, ruleset_from_wire
 
@@ -191,7 +191,7 @@ def _noise_screen(
             len(others), c.cell, c.value, holding=c.holding, weight=c.weight, depth=2
         )
     # The noise's cells are contribution rows.
-    with core_errors(NOISE_FIELDS, numbers=_Rows(others, c.cell), cells=body.cells):
+    with core_errors(NOISE_FIELDS, numbers=ContributionRows(others, c.cell), cells=body.cells):
         noisy = qf.add_noise(
             len(others),
             c.cell,
@@ -209,18 +209,6 @@ def _noise_screen(
     for j, v in enumerate(noisy.noisy_value.tolist()):
         values[others[j]] = v
     return reasons, values
-
-
-class _Rows:
-    """The request's cell number of each contribution row (looked up on an error only)."""
-
-    __slots__ = ("others", "cell")
-
-    def __init__(self, others: list[int], cell: np.ndarray):
-        self.others, self.cell = others, cell
-
-    def __getitem__(self, row: int) -> int:
-        return self.others[int(self.cell[row])]
 
 
 def _check_one_row_per_respondent(
