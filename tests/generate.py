@@ -226,6 +226,9 @@ SIZES: dict[str, dict] = {
     "60x60 hier": dict(shape=(60, 60), groups=(6, 6)),
     "100x100 hier": dict(shape=(100, 100), groups=(10, 10)),
     "20x20x10": dict(shape=(20, 20, 10)),
+    # The 3-D and 4-D sizes of issue 16's aims.
+    "10x10x5": dict(shape=(10, 10, 5)),
+    "8x6x5x4": dict(shape=(8, 6, 5, 4)),
     "250x200": dict(shape=(250, 200)),
     # With 10% primaries every row holds about 20 that protect one another (no secondary
     # is needed); with 2% the suppression problem is real.

@@ -76,7 +76,12 @@ def protect(p: SearchProblem, att: Attacker, cheapest: Cheapest):
                 iters,
                 int(y.sum()),
             )
-        # Already protected by earlier suppressions: a local attack, then the whole table's.
+        # Already protected by earlier suppressions: a deviation found before, a local
+        # attack, then the whole table's.
+        attack = cheapest.deviations.meeting(i, sense, level, y, p.room_up, p.room_down)
+        if attack is not None:
+            witness.append(attack)
+            continue
         attack, outcome = cheapest.support(
             i, sense, level, y, p.room_up, p.room_down, within_pattern=True
         )
@@ -154,6 +159,10 @@ def remove_superfluous(
             if highs.now() > deadline:
                 ok = False  # not confirmed in time: the cell stays suppressed
                 break
+            attack = cheapest.deviations.meeting(i, sense, level, trial, p.room_up, p.room_down)
+            if attack is not None:
+                renewed[k] = attack
+                continue
             attack, outcome = cheapest.support(
                 i, sense, level, trial, p.room_up, p.room_down, within_pattern=True
             )
@@ -167,7 +176,12 @@ def remove_superfluous(
             if outcome != "optimal" or not highs.reaches(value, level, p.values[i]):
                 ok = False
                 break
-            renewed[k] = att.support() if np.isfinite(value) else np.arange(len(y))
+            if np.isfinite(value):
+                found = att.deviation()
+                cheapest.deviations.add(found)
+                renewed[k] = found[0]
+            else:
+                renewed[k] = np.arange(len(y))
         if ok:
             y = trial
             removed += 1
@@ -260,6 +274,8 @@ def protect_aggregations(
                     int(y.sum()),
                 )
             room = np.minimum(room, room_cap)
+            if cheapest.deviations.meeting(anchor, 1.0, level, y, room, room) is not None:
+                continue
             used, outcome = cheapest.support(anchor, 1.0, level, y, room, room)
             if outcome == "infeasible":
                 return None, (
