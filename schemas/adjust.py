@@ -65,12 +65,14 @@ class AdjustRequest(TableRequestBase):
         "reciprocal",
         description="'absolute': sum of |deviation|; 'reciprocal' (the original CTA): sum "
         "of |deviation| / value (a zero counts as the smallest nonzero value); 'relative': "
-        "least largest relative change of the non-sensitive cells, then 'reciprocal'",
+        "least largest relative change of the non-sensitive cells and of the sensitive "
+        "cells' moves beyond their level, then 'reciprocal'",
     )
     directions: Literal["alternate", "optimal"] = Field(
         "alternate",
         description="'alternate': sensitive cells largest first, alternately down and up "
-        "(seed 003 B.3); 'optimal': a MIP chooses them (not with cost 'relative')",
+        "(seed 003 B.3); 'optimal': a MIP chooses them (two MIP stages with cost "
+        "'relative')",
     )
     time_limit: float | None = Field(
         None, gt=0, description="solver seconds; capped by the service"
@@ -117,6 +119,14 @@ class AdjustSolver(BaseModel):
     objective: float | None
     lower_bound: float | None = Field(None, description="the MIP's proven bound (optimal)")
     gap: float | None = Field(None, description="the MIP's relative gap (optimal)")
+    minimax: float | None = Field(
+        None,
+        description="cost 'relative': the largest relative change of a non-sensitive cell, "
+        "or of a sensitive cell's move beyond its level (the first stage's objective)",
+    )
+    minimax_gap: float | None = Field(
+        None, description="cost 'relative' with 'optimal' directions: the first MIP's gap"
+    )
     solves: int
     seconds: float
     time_limit: float

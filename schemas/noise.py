@@ -117,8 +117,8 @@ class NoiseRequest(BaseModel):
 class NoisyCell(BaseModel):
     key: CellKey
     status: Literal["published", "flagged", "suppressed"] = Field(
-        description="'flagged' / 'suppressed': a sensitive cell whose noise is smaller than "
-        "its protection level"
+        description="'flagged' / 'suppressed': a sensitive cell whose noise, less the part "
+        "an intruder respondent knows (its own), is smaller than its protection level"
     )
     value: float | None = Field(
         description="the noisy value; null when suppressed (for the filter role also when flagged)"
@@ -130,15 +130,18 @@ class NoisyCell(BaseModel):
     sensitive: bool | None = Field(None, description="analysts only")
     derivable: bool | None = Field(
         None,
-        description="analysts only, suppressed cells: its noisy value follows from the "
-        "published noisy cells of a relation (no complementary suppression is applied)",
+        description="analysts only, suppressed cells: its noisy value follows exactly from "
+        "the published noisy cells (a relation or a combination of relations); such a "
+        "suppression protects nothing until complementary cells are suppressed",
     )
 
 
 class NoiseSummary(BaseModel):
     cells: int
     sensitive: int
-    flagged: int = Field(description="sensitive cells whose noise is below their protection")
+    flagged: int = Field(
+        description="sensitive cells whose noise left to an intruder is below their protection"
+    )
     max_relative_change: float | None = Field(None, description="analysts only")
     mean_relative_change: float | None = Field(
         None, description="analysts only: mean absolute relative change of published cells"

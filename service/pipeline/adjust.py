@@ -100,6 +100,8 @@ def _reply(
         "objective": _num(r.objective),
         "lower_bound": _num(r.lower_bound),
         "gap": _num(r.gap),
+        "minimax": _num(r.minimax),
+        "minimax_gap": _num(r.minimax_gap),
         "solves": r.solves,
         "seconds": round(r.seconds, 6),
         "time_limit": time_limit,

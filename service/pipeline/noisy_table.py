@@ -8,12 +8,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.linalg
+import scipy.sparse as sp
+import scipy.sparse.csgraph
 
 from schemas.noise import NoiseCell, NoiseLevel, NoiseRequest
 from schemas.rules import RuleSet
 from service.config import Settings
 from service.sdc import noise
 from service.sdc.problem import relations_of
+from service.sdc.table import Table
 
 from .cells import ContributionRows
 from .errors import TABLE_FIELDS, RequestInputError, Wire, core_errors
@@ -83,14 +87,14 @@ def noisy_table(
 
     Which cells the noise does not protect (seed 003 C, ARMS criterion 3: "the cell fails
     the p-percent rule and has insufficient noise to protect the actual value"): a
-    sensitive cell with ``|D| <`` its protection level. Reading chosen: the larger of the
-    upper and lower levels, since the direction of a cell's noise is secret and it must
-    cover whichever side an intruder estimates from (the filter's criterion 3 uses the
-    p%-rule's upper level, which equals its lower one). Such cells are flagged, or with
-    ``flagged = "suppress"`` left out. No complementary suppression is applied (as in
-    ARMS), and a suppressed cell's noisy value may follow from published noisy margins:
-    analysts see that as ``derivable`` (relations whose only unknown it is, repeated
-    until nothing changes) and can send the table to ``/v1/suppress``.
+    sensitive cell whose noise left to an intruder (:func:`intruder_noise`) is below its
+    protection level. Reading chosen: the larger of the upper and lower levels, since the
+    direction of a cell's noise is secret and it must cover whichever side an intruder
+    estimates from (the filter's criterion 3 uses the p%-rule's upper level, which equals
+    its lower one). Such cells are flagged, or with ``flagged = "suppress"`` left out. No
+    complementary suppression is applied (as in ARMS), and a suppressed cell's noisy value
+    may follow from the published noisy cells: analysts see that as ``derivable``
+    (:func:`derivable_cells`) and can protect the table further (README).
 
     Without ``diagnostics`` (the filter role) the reply holds the noisy values of
     published cells only: the relative change with the noisy value gives the true one.
@@ -120,6 +124,7 @@ def noisy_table(
         m = noise.multipliers(enterprise, establishment, secret, level.d, level.jitter)
         moved = noise.apply_noise(weighted, m) - weighted
     leaf_noise = np.bincount(cell_of_row, moved, minlength=leaves.size)
+    unit = noise.factorize(enterprise)[1]
     d = np.full(space.n_cells, np.nan)
     d[leaves] = leaf_noise
     with core_errors(TABLE_FIELDS, inputs.request_of_cell):
@@ -127,11 +132,15 @@ def noisy_table(
     true = inputs.values
     noisy = true + d
     level_needed = np.maximum(inputs.upper_protection, inputs.lower_protection)
-    flagged = inputs.sensitive & (np.abs(d) < level_needed)
+    members = leaf_membership(space, leaves)
+    left = intruder_noise(
+        members, cell_of_row, unit, moved, weighted, inputs.sensitive, d, coalition(setup.rules)
+    )
+    flagged = inputs.sensitive & (left < level_needed)
     suppressed = flagged if body.flagged == "suppress" else np.zeros_like(flagged)
     relative = np.divide(d, true, out=np.zeros_like(d), where=true != 0)
     relative_known = (true != 0) | (d == 0)
-    derivable = _derivable(space, suppressed)
+    derivable = derivable_cells(space, suppressed)
     status = np.where(suppressed, "suppressed", np.where(flagged, "flagged", "published"))
     cells = []
     for c, (k, s) in enumerate(zip(space.keys.tolist(), status.tolist())):
@@ -207,18 +216,164 @@ def _microdata(
     )
 
 
-def _derivable(space, suppressed: np.ndarray) -> np.ndarray:
-    """Suppressed cells whose value follows from the published ones: a relation with a
-    single unknown cell gives it; a cell so found is known for the other relations, until
-    nothing changes (additive relations, one at a time: a sufficient test, not the full
-    linear-algebra one of the audit)."""
-    a = (relations_of(space) != 0).astype(np.float64).tocsr()
+def coalition(rules: RuleSet | None) -> int:
+    """The largest intruder coalition the rule set assumes (its p%- and (p,q)-rules' ``c``;
+    1 without rules: protection levels sent on the cells)."""
+    if rules is None:
+        return 1
+    return max([int(getattr(r, "c", 1)) for r in rules.rules] + [1])
+
+
+def leaf_membership(space, leaves: np.ndarray) -> sp.csr_matrix:
+    """``R`` of shape ``(n_cells, len(leaves))``: each cell as the sum of the leaves
+    ``leaves`` (cell numbers, in order). A table's :attr:`~Table.aggregation`; linked
+    tables compose theirs, a cell that is a leaf of one table and a total of another taking
+    its leaves from the other (passes until nothing changes, at most one per table)."""
+    position = np.full(space.n_cells, -1)
+    position[leaves] = np.arange(leaves.size)
+    if isinstance(space, Table):
+        return sp.csr_matrix(space.aggregation)
+    r = sp.csr_matrix(
+        (np.ones(leaves.size), (leaves, np.arange(leaves.size))),
+        shape=(space.n_cells, leaves.size),
+    )
+    for _ in range(len(space.tables) + 1):
+        before = r.nnz
+        rows = r.tolil()
+        for table, cells in zip(space.tables, space.table_cells):
+            inner = r[cells[table.is_leaf]]
+            block = sp.csr_matrix(table.aggregation) @ inner
+            for i, c in enumerate(cells):
+                if position[c] < 0:
+                    rows[c] = block[i]
+        r = sp.csr_matrix(rows)
+        r.data[:] = 1.0
+        if r.nnz == before:
+            break
+    return r
+
+
+def intruder_noise(
+    members: sp.csr_matrix,
+    cell_of_row: np.ndarray,
+    unit: np.ndarray,
+    moved: np.ndarray,
+    weighted: np.ndarray,
+    sensitive: np.ndarray,
+    noise_of_cell: np.ndarray,
+    c: int,
+) -> np.ndarray:
+    """The noise that still hides a sensitive cell's largest respondent from an intruder
+    who knows its own multiplier (``nan`` elsewhere).
+
+    Why (the single-contributor exposure): the multipliers are keyed on the respondent
+    alone (:mod:`service.sdc.noise`: the direction on the enterprise, the jitter on the
+    establishment), so a respondent has one multiplier in every cell, table and filter
+    query. A cell it makes up alone publishes ``m x``; it knows ``x``, so it learns ``m``
+    (and its enterprise's direction), and in any other cell it subtracts its noisy
+    contribution ``m x`` exactly rather than ``x``: its own noise no longer hides the
+    others. Reading chosen: every respondent is assumed to know its own noise (it can,
+    whenever such a cell is published, and an intruder who knows a respondent's value
+    from elsewhere learns it the same way); keying the multiplier per cell instead would
+    give one total different noise in two tables or queries, which seed 003 B.4 and C's
+    fixed per-respondent noise is there to prevent.
+
+    The check: seed 003 B.1.a protects the largest respondent (unit: the holding, as the
+    rules count respondents) against a coalition of up to ``c`` other respondents. For
+    ``c = 1`` the noise left is ``min(|D|, min_r |D - D_r|)`` over the other units ``r``
+    of the cell (``D_r``: ``r``'s noise in the cell, over every leaf below it); for ``c >
+    1`` also at most ``|D|`` minus the ``c`` largest ``|D_r|`` (a lower bound on what any
+    coalition of ``c`` leaves, triangle inequality: conservative). A cell of one unit is
+    hidden by ``|D|`` (the intruder is an outsider)."""
+    out = np.full(members.shape[0], np.nan)
+    cells = np.flatnonzero(sensitive)
+    if not cells.size:
+        return out
+    n_units = int(unit.max()) + 1 if unit.size else 0
+    shape = (members.shape[1], n_units)
+    per_noise = sp.csr_matrix((moved, (cell_of_row, unit)), shape=shape)
+    per_value = sp.csr_matrix((weighted, (cell_of_row, unit)), shape=shape)
+    present = sp.csr_matrix((np.ones(unit.size), (cell_of_row, unit)), shape=shape)
+    sub = members[cells]
+    noise_u, value_u, present_u = (sp.csr_matrix(sub @ m) for m in (per_noise, per_value, present))
+    for m in (noise_u, value_u, present_u):
+        m.sort_indices()
+    for i, cell in enumerate(cells):
+        total = float(noise_of_cell[cell])
+        units = present_u.indices[present_u.indptr[i] : present_u.indptr[i + 1]]
+        if units.size <= 1:
+            out[cell] = abs(total)
+            continue
+        vals = _row_values(value_u, i, units)
+        others = units[np.arange(units.size) != int(np.argmax(vals))]
+        own = _row_values(noise_u, i, others)
+        left = min(abs(total), float(np.abs(total - own).min()))
+        if c > 1:
+            top = np.sort(np.abs(own))[::-1][:c].sum()
+            left = min(left, max(abs(total) - float(top), 0.0))
+        out[cell] = left
+    return out
+
+
+def _row_values(m: sp.csr_matrix, row: int, columns: np.ndarray) -> np.ndarray:
+    """``m[row, columns]`` of a CSR matrix with sorted indices (0 where absent)."""
+    lo, hi = m.indptr[row], m.indptr[row + 1]
+    idx, data = m.indices[lo:hi], m.data[lo:hi]
+    out = np.zeros(columns.size)
+    if idx.size:
+        at = np.minimum(np.searchsorted(idx, columns), idx.size - 1)
+        hit = idx[at] == columns
+        out[hit] = data[at[hit]]
+    return out
+
+
+#: Cells of a connected group of unknowns beyond which the exact test (a dense null
+#: space) is not run; such a group's cells are reported derivable (the safe side).
+DENSE_LIMIT = 1500
+
+
+def derivable_cells(space, suppressed: np.ndarray) -> np.ndarray:
+    """Suppressed cells whose noisy value follows exactly from the published ones.
+
+    A cell ``j`` of the unknowns ``U`` is determined by ``A_U x_U = -A_K x_K`` (``K`` the
+    published cells) iff every solution has the same ``x_j``, i.e. iff the null space of
+    ``A_U`` is 0 at ``j``. First the cheap part: a relation with a single unknown gives it,
+    repeated until nothing changes; the cells left form groups connected through shared
+    relations, and each group's null space is computed (SVD, dense) unless it has more
+    than :data:`DENSE_LIMIT` cells, when all its cells are reported derivable (safe side:
+    the agency is told to protect them). The peeling alone missed cells: in a 2-D table a
+    cell linking two suppressed rectangles is the sum of their rows minus their columns,
+    though no relation has it as its only unknown."""
+    a = sp.csr_matrix(relations_of(space), dtype=np.float64)
+    pattern = (a != 0).astype(np.float64).tocsr()
     unknown = suppressed.copy()
     derived = np.zeros_like(suppressed)
     while True:
-        single = np.flatnonzero(a @ unknown.astype(float) == 1)
+        single = np.flatnonzero(pattern @ unknown.astype(float) == 1)
         if not single.size:
-            return derived
-        found = np.unique(a[single].indices[unknown[a[single].indices]])
+            break
+        found = np.unique(pattern[single].indices[unknown[pattern[single].indices]])
         derived[found] = True
         unknown[found] = False
+    cells = np.flatnonzero(unknown)
+    if not cells.size:
+        return derived
+    sub = a[:, cells].tocsr()
+    sub = sub[np.flatnonzero(np.diff(sub.indptr))]
+    # Groups: cells linked by a relation they share (components of sub^T sub).
+    link = (abs(sub).T @ abs(sub)).tocsr()
+    n_groups, group = scipy.sparse.csgraph.connected_components(link, directed=False)
+    for g in range(n_groups):
+        members = np.flatnonzero(group == g)
+        if members.size > DENSE_LIMIT:
+            derived[cells[members]] = True
+            continue
+        block = sub[:, members]
+        block = block[np.flatnonzero(np.diff(block.tocsr().indptr))].toarray()
+        null = scipy.linalg.null_space(block)
+        if not null.size:
+            derived[cells[members]] = True
+            continue
+        free = np.abs(null).max(axis=1) > 1e-9
+        derived[cells[members[~free]]] = True
+    return derived
