@@ -144,16 +144,25 @@ class Cheapest:
         self.local_solves = self.global_solves = 0
         #: Every optimal deviation found, to prove later requirements without an LP.
         self.deviations = Deviations()
-        # Models kept warm between requirements: the whole table's (key None) and each
-        # level sub-table's (key: its depths), built on first use.
-        self._models: dict[int | None, highspy.Highs] = {}
+        # Models kept warm between requirements, built on first use: the whole table's
+        # (key None), each level sub-table's (key: its depths) and the latest boxes' (key:
+        # their cells; a box of whole sibling groups recurs for every cell of its block).
+        self._models: dict[int | bytes | None, highspy.Highs] = {}
 
-    def _model(self, key: int | None, cells: np.ndarray) -> highspy.Highs:
-        """The cheapest-complement LP over ``cells``, kept under ``key`` when one is given
-        (costs and bounds are all a requirement changes)."""
-        h = self._models.get(key) if key is not None or len(cells) == self.n else None
+    #: Box models kept (each a few hundred cells).
+    kept_boxes = 256
+
+    def _model(self, key: int | bytes | None, cells: np.ndarray) -> highspy.Highs:
+        """The cheapest-complement LP over ``cells``, kept under ``key`` (costs and bounds
+        are all a requirement changes)."""
+        if key is None and len(cells) < self.n:
+            key = cells.tobytes()
+        h = self._models.get(key)
         if h is not None:
             return h
+        if isinstance(key, bytes) and len(self._models) > self.kept_boxes:
+            for old in [k for k in self._models if isinstance(k, bytes)]:
+                del self._models[old]
         sub = self.a_csc if len(cells) == self.n else self.a_csc[:, cells]
         rows = np.flatnonzero(np.diff(sub.tocsr().indptr) > 0)
         sub = sub[rows]
@@ -167,8 +176,7 @@ class Cheapest:
             np.zeros(len(rows)),
             solver="simplex",
         )
-        if key is not None or len(cells) == self.n:
-            self._models[key] = h
+        self._models[key] = h
         return h
 
     def support(
