@@ -448,3 +448,29 @@ def test_sampling_weights_of_one_judge_as_unweighted():
     result = check_aggregations(t, t.fill_margins(m.value), rect, source)
     assert result.status == "sensitive"
     assert sorted(t.key(int(i)) for i in result.worst.cells) == [("A", "I"), ("B", "II")]
+
+
+def test_screen_only_check_lists_every_sensitive_aggregation_it_meets():
+    """The fast method's screen-only check goes on past a group's first sensitive
+    aggregation, so that one round protects them all (issue 16); the full check stops at
+    the first. 30x30 preset, seed 1, after the protection phase alone: one group."""
+    from benchmarks.suppress import instance
+    from service.sdc import highs
+    from service.sdc.suppress.fast import check_pattern, protect
+    from service.sdc.suppress.lps import Attacker, Cheapest
+    from service.sdc.suppress.problem import prepare
+
+    inst = instance("30x30", 1)
+    p = prepare(inst.problem, inst.cost, None, None, highs.now() + 60)
+    y, *_ = protect(p, Attacker(p), Cheapest(p))
+    screen = check_pattern(p, y, screen_only=True)
+    full = check_pattern(p, y)
+    assert screen.groups == full.groups == 1
+    assert full.status == screen.status == "sensitive" and len(full.found) == 1
+    assert len(screen.found) == 8
+    keys = {(a.cells.tobytes(), a.coefficients.tobytes()) for a in screen.found}
+    assert len(keys) == 8
+    assert all(a.measure >= 0 for a in screen.found)
+    assert [a.measure for a in screen.found] == sorted(
+        (a.measure for a in screen.found), reverse=True
+    )

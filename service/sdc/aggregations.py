@@ -402,6 +402,7 @@ def check_aggregations(
             found.append(aggregation)
         elif status != "safe":
             undecided.append(work.cells[group.members])
+    found.extend(work.more_found)
     found.sort(key=lambda g: -g.measure)
     if found:
         status = "sensitive"
@@ -413,7 +414,7 @@ def check_aggregations(
         status = "safe"
     messages = {
         "safe": "every aggregation of suppressed cells is safe",
-        "sensitive": f"{len(found)} group(s) of suppressed cells publish a sensitive aggregation",
+        "sensitive": f"{len(found)} sensitive aggregation(s) of suppressed cells found",
         "undecided": "not every group of suppressed cells was decided: "
         + "; ".join(sorted(work.why)),
         "not_applicable": "some suppressed cells have no contributions or summary, so the "
@@ -506,6 +507,10 @@ class _Work:
         self.values, self.source, self.deadline = values, source, deadline
         self.screen_only = screen_only
         self.failing: list[tuple[int, int]] = []
+        # Screen-only checks go on past a group's first sensitive aggregation: the others
+        # the screen meets are kept here, so the fast method protects them in one round
+        # instead of one round each.
+        self.more_found: list[Aggregation] = []
         self.cells = np.flatnonzero(hidden)
         self.atoms, self.rules, self.forms, self.resp, self.arrays = _atom_data(g, source)
         self.implied = _implied_frequency(self.rules)
@@ -788,6 +793,7 @@ class _Group:
             plain = w.arrays.plain[k, self.pos]
             if (omega >= 0).all():
                 certified = True
+                witnesses: list[Aggregation] = []
                 tol = _TIE_RTOL * w.scale[k, self.pos]
                 everywhere = np.ones(len(self.atoms), bool)
                 measure = w.measure[k, self.pos]
@@ -809,7 +815,11 @@ class _Group:
                     if s_i - rho < margin:
                         continue
                     if mu is not None and (witness := self._judge(mu, "screen")):
-                        return "sensitive", witness, "screen"
+                        if not w.screen_only:
+                            return "sensitive", witness, "screen"
+                        witnesses.append(witness)
+                        certified = False
+                        continue
                     # Split exactly: some attacker elsewhere (the anchor's own coefficient
                     # is then at most S_i - b_m x^[m]), or all in the anchor's atom (no
                     # other atom holds one: each costs -tau X_j).
@@ -821,10 +831,20 @@ class _Group:
                             return "undecided", None, "screen"
                         ok = s_i - rho < margin
                         if not ok and mu is not None and (witness := self._judge(mu, "screen")):
-                            return "sensitive", witness, "screen"
+                            if not w.screen_only:
+                                return "sensitive", witness, "screen"
+                            witnesses.append(witness)
+                            certified = False
+                            continue
                     if not ok:
                         certified = False
                         w.failing.append((k, int(self.atoms[anchor])))
+                if witnesses:
+                    # Two anchors may meet the same aggregation: each is kept once.
+                    distinct = {(a.cells.tobytes(), a.coefficients.tobytes()): a for a in witnesses}
+                    first, *others = distinct.values()
+                    w.more_found.extend(others)
+                    return "sensitive", first, "screen"
                 if certified:
                     return "safe", None, "screen"
         return None
