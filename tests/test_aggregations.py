@@ -474,3 +474,36 @@ def test_screen_only_check_lists_every_sensitive_aggregation_it_meets():
     assert [a.measure for a in screen.found] == sorted(
         (a.measure for a in screen.found), reverse=True
     )
+
+
+def test_audit_reuses_the_groups_the_fast_method_proved(monkeypatch):
+    """The final audit is given the groups of suppressed cells the fast method's last
+    aggregation round proved safe (by their hidden cells) and does not prove them again;
+    the verdict is the full audit's. 30x30 preset, seed 1."""
+    from benchmarks.suppress import instance
+    from service.sdc import aggregations, highs
+    from service.sdc.suppress.fast import protect, protect_aggregations
+    from service.sdc.suppress.lps import Attacker, Cheapest
+    from service.sdc.suppress.problem import prepare
+
+    inst = instance("30x30", 1)
+    p = prepare(inst.problem, inst.cost, None, None, highs.now() + 60)
+    cheapest = Cheapest(p)
+    y, *_ = protect(p, Attacker(p), cheapest)
+    proven: set = set()
+    y, why = protect_aggregations(p, y, cheapest, proven=proven)
+    assert why == "" and len(proven) == 1
+    decided = []
+    real = aggregations._Group.decide
+    monkeypatch.setattr(aggregations._Group, "decide", lambda g: decided.append(1) or real(g))
+    full = audit_pattern(p.table, y, time_limit=60)
+    assert len(decided) == 1
+    cached = audit_pattern(p.table, y, time_limit=60, proven=set(proven))
+    assert len(decided) == 1  # not decided again
+    assert full.verdict == cached.verdict == "safe"
+    assert full.aggregations.groups == cached.aggregations.groups == 1
+    # A pattern with one more suppressed cell has another group: decided afresh.
+    other = y.copy()
+    other[np.flatnonzero(~y & p.allowed & (p.a.T @ (p.a @ y) > 0))[0]] = True
+    audit_pattern(p.table, other, time_limit=60, proven=set(proven))
+    assert len(decided) == 2

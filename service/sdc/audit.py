@@ -614,7 +614,9 @@ class PatternAudit:
 
 
 @highs.on_wall_clock
-def audit_pattern(problem: TableProblem, suppressed, *, time_limit: float = 60.0) -> PatternAudit:
+def audit_pattern(
+    problem: TableProblem, suppressed, *, time_limit: float = 60.0, proven: set | None = None
+) -> PatternAudit:
     """Audit a suppression pattern: intervals, protection levels and every aggregation.
 
     Parameters
@@ -628,6 +630,10 @@ def audit_pattern(problem: TableProblem, suppressed, *, time_limit: float = 60.0
         The pattern.
     time_limit : float
         Seconds for the whole audit.
+    proven : set, optional
+        Groups of suppressed cells already proven safe on this same table (the fast
+        method's last aggregation round), by their hidden cells
+        (:func:`service.sdc.aggregations.check_aggregations`): not proven again.
 
     Returns
     -------
@@ -675,7 +681,13 @@ def audit_pattern(problem: TableProblem, suppressed, *, time_limit: float = 60.0
         derived = np.zeros(len(values), bool)
         derived[c[point_intervals(values[c], iv.lower, iv.upper, iv.certified)]] = True
         aggregations = check_aggregations(
-            relations, values, suppressed, unions, derived=derived, deadline=start + time_limit
+            relations,
+            values,
+            suppressed,
+            unions,
+            derived=derived,
+            deadline=start + time_limit,
+            proven=proven,
         )
 
     reasons = []

@@ -217,7 +217,11 @@ def check_pattern(
 
 
 def protect_aggregations(
-    p: SearchProblem, y: np.ndarray, cheapest: Cheapest, max_rounds: int = 200
+    p: SearchProblem,
+    y: np.ndarray,
+    cheapest: Cheapest,
+    max_rounds: int = 200,
+    proven: set | None = None,
 ):
     """Suppress until no aggregation is sensitive (fast method; the incumbent of exact).
 
@@ -226,14 +230,16 @@ def protect_aggregations(
     (:class:`service.sdc.aggregations.Requirements`), each met by the cheapest complements
     as in :func:`protect`, until the screen proves every group. A group it cannot handle (a
     holding spanning cells) is left to the full check of the final audit. Returns
-    (pattern or None, why)."""
+    (pattern or None, why). ``proven`` collects the groups proven safe (see
+    :func:`service.sdc.aggregations.check_aggregations`), for the final audit of the
+    same table."""
     if p.table.unions is None:
         return y, ""
     log.info("aggregations: start, %d cells suppressed", int(y.sum()))
     needs = Requirements(p.table.structure, p.table.unions)
     room_cap = np.maximum(p.room_up, p.room_down)
     y = y.copy()
-    proven: set = set()
+    proven = set() if proven is None else proven
     ticker = _Ticker()
     for round_ in range(1, max_rounds + 1):
         check = check_pattern(p, y, screen_only=True, proven=proven)

@@ -93,6 +93,7 @@ def finish(
     partial=None,
     unfinished=None,
     known=None,
+    proven=None,
 ) -> SuppressionResult:
     """The result: ``y`` returned only if it passed the full audit, run with the time left
     until ``end`` on the wall clock (or taken from ``known``, an audited ``(pattern,
@@ -162,7 +163,9 @@ def finish(
     if known is not None and np.array_equal(known[0], y):
         audit = known[1]
     else:
-        audit = audit_pattern(p.table, y, time_limit=max(end - time.perf_counter(), 1e-3))
+        audit = audit_pattern(
+            p.table, y, time_limit=max(end - time.perf_counter(), 1e-3), proven=proven
+        )
     if audit.safe:
         if unfinished is not None:
             message = f"{unfinished}, but the audit proved the pattern safe"
