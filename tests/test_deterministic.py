@@ -46,7 +46,7 @@ def test_same_pattern_on_a_slow_and_a_fast_machine(table, work_limit, monkeypatc
 
 def test_budget_binds_where_it_says(table):
     # 300 units stop the protection itself (hand-read from the 30x30 preset: the search
-    # needs about 7,000 units in all); the message speaks of work, not time.
+    # needs about 4,500 units in all); the message speaks of work, not time.
     r = _run(table, work_limit=300)
     assert r.status == "time_limit" and not r.safe
     assert r.message.startswith("work limit reached before every sensitive cell was protected")
