@@ -454,10 +454,15 @@ class SuppressRequest(TableRequestBase):
         },
     )
     cells: list[SuppressCell] = Field(min_length=1)
-    method: Literal["fast", "exact"] = Field(
+    method: Literal["fast", "exact", "partial"] = Field(
         "fast",
         description="'exact': Fischetti-Salazar mixed-integer model with cuts (small "
-        "and medium tables); 'fast': one cell at a time by LP, then superfluous removal",
+        "and medium tables); 'fast': one cell at a time by LP, then superfluous removal; "
+        "'partial': partial suppression (seed 000; Salazar 2003), the narrowest published "
+        "intervals [value - d-, value + d+] (least total width weighted by 'cost') that "
+        "protect every sensitive cell, a linear program solved by cut generation; every "
+        "cell with an interval is published as it ('published'), so 'publish' must be "
+        "'intervals' or left out",
     )
     cost: CostKind = Field("value", description="information loss per suppressed cell")
     time_limit: float | None = Field(
@@ -508,15 +513,20 @@ class Loss(BaseModel):
     secondary: int
     value: float = Field(description="total value of the suppressed cells")
     value_share: float = Field(description="suppressed value / total value of all cells")
-    cost: float = Field(description="the objective: cost of all suppressed cells")
+    cost: float = Field(
+        description="the objective: cost of all suppressed cells (method 'partial': the "
+        "total width of the published intervals, each unit weighted by the cell's cost)"
+    )
 
 
 class SuppressSolver(BaseModel):
-    method: Literal["fast", "exact"]
+    method: Literal["fast", "exact", "partial"]
     status: SuppressStatus
     message: str
-    lower_bound: float | None = Field(None, description="proven lower bound on the cost (exact)")
-    gap: float | None = Field(None, description="relative gap to the lower bound (exact)")
+    lower_bound: float | None = Field(
+        None, description="proven lower bound on the cost (exact, partial)"
+    )
+    gap: float | None = Field(None, description="relative gap to the lower bound (exact, partial)")
     seconds: float
     iterations: int
     work: float | None = Field(

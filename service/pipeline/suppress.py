@@ -13,7 +13,7 @@ from schemas.tables import SolveStatus, SuppressRequest, SuppressStatus
 from service.sdc.audit import audit_pattern
 from service.sdc.highs import Outcome
 from service.sdc.problem import TableProblem
-from service.sdc.suppress import SuppressionResult, cell_costs, suppress
+from service.sdc.suppress import PartialResult, SuppressionResult, cell_costs, suppress
 
 from .audit import audit_reply
 from .errors import TABLE_FIELDS, RequestInputError, core_errors
@@ -73,6 +73,15 @@ def protect(
             field="constraint",
             cell=int(inputs.request_of_cell[conflict[0]]),
         )
+    if (
+        body.method == "partial"
+        and body.publish == "crosses"
+        and "publish" in body.model_fields_set
+    ):
+        raise RequestInputError(
+            "method 'partial' publishes intervals: 'publish' must be 'intervals' or left out",
+            field="publish",
+        )
     time_limit = resolved.time_limit
     with core_errors(TABLE_FIELDS, inputs.request_of_cell):
         cost = cell_costs(body.cost, inputs.values, inputs.n_contributors, weights)
@@ -90,10 +99,14 @@ def protect(
             time_limit=max(left, 1e-3),
             work_limit=body.work_limit,
         )
-    if body.publish == "intervals" and result.safe and result.audit is not None:
+    partial = isinstance(result, PartialResult)
+    if body.publish == "intervals" and result.safe and result.audit is not None and not partial:
         result = _partial(inputs, problem, result, started, time_limit)
-    reply = _reply(inputs, result, time_limit, resolved.disclose, _offset(inputs, resolved))
-    if body.publish == "intervals":
+    offset = _offset(inputs, resolved)
+    reply = _reply(inputs, result, time_limit, resolved.disclose, offset)
+    if isinstance(result, PartialResult):
+        _publish_narrowest(reply, result, offset)
+    elif body.publish == "intervals":
         _publish_intervals(reply)
     return reply if diagnostics else _decisions_only(reply)
 
@@ -167,6 +180,21 @@ def _publish_intervals(reply: dict) -> None:
     for cell in reply["cells"]:
         if cell["status"] != "published":
             cell["published"] = cell.get("interval") if reply["safe"] else None
+
+
+def _publish_narrowest(reply: dict, r: PartialResult, offset: np.ndarray) -> None:
+    """Method ``partial`` (:mod:`service.sdc.suppress.partial`): every cell given an
+    interval publishes it, on the caller's scale (``offset``), to every role; the reply's
+    audit was run with these intervals as a-priori bounds. Nothing when not safe."""
+    lower, upper = r.published_lower, r.published_upper
+    assert lower is not None and upper is not None
+    for j, cell in enumerate(reply["cells"]):
+        if cell["status"] != "published":
+            cell["published"] = (
+                [_bound(lower[j] - offset[j]), _bound(upper[j] - offset[j])]
+                if reply["safe"]
+                else None
+            )
 
 
 def _reply(

@@ -1,7 +1,29 @@
 """The exact method: Fischetti and Salazar's model by iterated MIP solves with capacity
-cuts, started from the fast method's audited pattern (see :mod:`service.sdc.suppress`)."""
+cuts, started from the fast method's audited pattern (see :mod:`service.sdc.suppress`).
+
+The master is ``min c y`` over ``y in {0,1}^n`` (``y = 1`` on sensitive and forced cells,
+``0`` on cells that may not be complements) with the cuts found so far; every cut holds for
+every safe pattern, so the master's LP and MIP bounds are lower bounds on the optimum.
+
+* Capacity cuts (module :mod:`service.sdc.suppress`) from the attacker LP's row prices, at
+  fractional points of the master's LP relaxation (root cutting planes) and at the 0/1
+  points its MIP returns, strengthened for 0/1 patterns (:func:`strengthen`).
+* A sensitive cell may not be the only suppressed cell of a relation (it is disclosed
+  exactly): ``sum_{j in relation, j != i} y_j >= 1``, Fischetti and Salazar's (2000)
+  simplest "bridgeless" inequality.
+* Aggregation no-good cuts (seed 002 sections 3-6): a pattern that publishes a sensitive
+  aggregation is cut off together with every pattern that publishes the same one.
+
+Upper bounds come from the fast method's pattern and from repairing the master's points
+(the LP point rounded, each MIP point) into safe patterns with the fast method's steps
+(:func:`_repair`): cheapest complements for what they miss, the clean-up, the protection
+of aggregations. Only a pattern that meets every protection level (attacker LPs) and has no
+sensitive aggregation (the full check) becomes the incumbent.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 import highspy
 import numpy as np
@@ -9,129 +31,393 @@ import scipy.sparse as sp
 
 from .. import highs
 from ..highs import Outcome
-from .fast import check_pattern
-from .lps import Attacker, unprotected
-from .problem import SearchProblem
+from ..unions import judge
+from .fast import check_pattern, log, protect_aggregations, remove_superfluous
+from .lps import Attacker, Cheapest, unprotected
+from .problem import SearchProblem, requirements
+
+#: Cut coefficients below this share of the right-hand side are folded into it (a
+#: coefficient ``a_j`` dropped lowers the right-hand side by ``a_j``, its largest share).
+FOLD_RTOL = 1e-6
+#: Root cutting stops when ``ROOT_STALL`` rounds in a row raise the LP bound by less than
+#: this share of it: the MIP closes the rest faster than more rounds would.
+ROOT_STALL_RTOL = 1e-4
+ROOT_STALL = 5
+#: Relative gap at which an intermediate MIP stops: its point is cut off or repaired
+#: anyway, so proving it optimal in a master that will change is wasted; the master whose
+#: point is safe is then solved to ``FINAL_GAP``.
+ROUND_GAP = 5e-3
+FINAL_GAP = 1e-9
 
 
-def exact(p: SearchProblem, att: Attacker, incumbent: np.ndarray):
-    """Fischetti-Salazar branch-and-cut by iterated MIP solves with capacity cuts.
+def strengthen(coef: np.ndarray, level: float, forced: np.ndarray, allowed: np.ndarray):
+    """The capacity cut ``coef y >= level`` strengthened for 0/1 patterns (Fischetti and
+    Salazar 2000, cited in seeds 000 and 002; the cover reading of a knapsack row).
+
+    Cells fixed at 1 (``forced``: sensitive and forced cells) move to the right-hand side
+    ``b = level - sum coef_forced``; cells not ``allowed`` (fixed at 0) drop out.
+    For ``y in {0,1}`` a coefficient above ``b`` can be lowered to ``b``: one such cell
+    alone already meets the cut. Coefficients below ``FOLD_RTOL b`` are dropped and ``b``
+    lowered by their sum (their largest contribution), which keeps the cut valid and
+    sparse. Returned divided by ``b`` (the cells, their coefficients in ``(0, 1]``,
+    right-hand side 1), or ``None`` when the fixed cells meet it.
+
+    The room ``U_j`` of an unbounded cell is capped at about twice the largest value
+    (module Readings), so an uncapped coefficient can be thousands of times the level and
+    the LP relaxation could meet the cut with ``y_j`` near 0: capping is what makes the
+    relaxation's bound useful.
+    """
+    b = level - float(coef[forced].sum())
+    if not b > FOLD_RTOL * max(level, 1e-300):
+        return None
+    a = np.where(allowed & ~forced, np.minimum(coef, b), 0.0)
+    small = (a > 0) & (a < FOLD_RTOL * b)
+    b -= float(a[small].sum())
+    a[small] = 0.0
+    idx = np.flatnonzero(a > 0)
+    return idx, np.minimum(a[idx], b) / b, 1.0
+
+
+@dataclass
+class _Master:
+    """The cuts as rows (``lo <= a y``), in a continuous HiGHS model for the cutting rounds
+    (each round starts from the last basis) and rebuilt as a MIP for each MIP solve: HiGHS
+    1.16 measures a MIP's ``time_limit`` from the start of each ``run()``, not over the
+    object's runs as :func:`service.sdc.highs.run` allows for, so a reused MIP object
+    would overrun its deadline by the time already spent in it."""
+
+    p: SearchProblem
+    lp: highspy.Highs = field(init=False)
+    index: list = field(default_factory=list)
+    coef: list = field(default_factory=list)
+    lower: list = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        n = len(self.p.values)
+        self.col_lower = np.where(self.p.forced, 1.0, 0.0)
+        self.col_upper = np.where(self.p.allowed, 1.0, 0.0)
+        self.lp = highs.model(
+            self.p.cost, self.col_lower, self.col_upper, sp.csc_matrix((0, n)), [], []
+        )
+
+    def add(self, idx: np.ndarray, coef: np.ndarray, lo: float) -> None:
+        idx = np.asarray(idx, np.int32)
+        coef = np.asarray(coef, float)
+        self.lp.addRow(lo, highspy.kHighsInf, len(idx), idx, coef)
+        self.index.append(idx)
+        self.coef.append(coef)
+        self.lower.append(lo)
+
+    def cut(self, att: Attacker, missing, y: np.ndarray) -> int:
+        """Add the strengthened capacity cut of each missed requirement; how many."""
+        added = 0
+        for i, sense, level, prices in missing:
+            found = strengthen(att.cut(i, sense, prices, y), level, self.p.forced, self.p.allowed)
+            if found is not None:
+                self.add(*found)
+                added += 1
+        return added
+
+    def relax(self, deadline: float):
+        """Solve the LP relaxation: (outcome, point, objective)."""
+        outcome = highs.run(self.lp, deadline)
+        if outcome is not Outcome.OPTIMAL:
+            return outcome, None, np.nan
+        x = np.clip(np.asarray(self.lp.getSolution().col_value), self.col_lower, self.col_upper)
+        return outcome, x, float(self.lp.getInfo().objective_function_value)
+
+    def mip(self, start: np.ndarray, cutoff: float, gap: float, deadline: float):
+        """Solve the master MIP from ``start`` (which meets every row) with nothing above
+        ``cutoff``: (outcome, point or None, dual bound, nodes)."""
+        n = len(self.p.values)
+        lengths = np.fromiter((len(i) for i in self.index), np.int64, len(self.index))
+        indptr = np.concatenate([[0], np.cumsum(lengths)])
+        empty = np.zeros(0)
+        a = sp.csr_matrix(
+            (
+                np.concatenate(self.coef) if self.coef else empty,
+                np.concatenate(self.index) if self.index else empty.astype(np.int32),
+                indptr,
+            ),
+            shape=(len(self.index), n),
+        )
+        h = highs.model(
+            self.p.cost,
+            self.col_lower,
+            self.col_upper,
+            a,
+            np.asarray(self.lower, float),
+            np.full(len(self.lower), np.inf),
+            integer=np.ones(n, bool),
+            mip_rel_gap=gap,
+            objective_bound=cutoff,
+        )
+        solution = highspy.HighsSolution()
+        solution.col_value = start.astype(float)
+        h.setSolution(solution)
+        outcome = highs.run(h, deadline)
+        info = h.getInfo()
+        y = None
+        if outcome in (Outcome.OPTIMAL, Outcome.TIME_LIMIT) and highs.has_point(h):
+            y = np.asarray(h.getSolution().col_value) > 0.5
+        return outcome, y, float(info.mip_dual_bound), int(info.mip_node_count)
+
+
+def exact(p: SearchProblem, att: Attacker, cheapest: Cheapest, incumbent: np.ndarray):
+    """Fischetti-Salazar branch-and-cut by root cutting planes and iterated MIP solves.
 
     ``incumbent`` must be safe (intervals and unions): it satisfies every cut, so it starts
     each MIP and bounds its objective, and a MIP with nothing at or below that bound
-    proves the incumbent optimal.
+    proves the incumbent optimal. Returns (pattern, status, message, lower bound, master
+    solves).
     """
-    n = len(p.values)
-    h = highs.model(
-        p.cost,
-        np.where(p.forced, 1.0, 0.0),
-        np.where(p.allowed, 1.0, 0.0),
-        sp.csc_matrix((0, n)),
-        [],
-        [],
-        integer=np.ones(n, bool),
-    )
+    master = _Master(p)
     best = incumbent.copy()
     best_cost = float(p.cost @ best)
-    lower = 0.0
-    iters = 0
+    lower = float(p.cost[p.forced].sum())
+    solves = 0
+
+    def improve(y: np.ndarray | None) -> None:
+        nonlocal best, best_cost
+        log.info("exact: repair %s", "-" if y is None else f"cost {float(p.cost @ y):.6g}")
+        if y is None:
+            return
+        cost = float(p.cost @ y)
+        if cost < best_cost - 1e-9 * max(1.0, best_cost) and _safe(p, att, y):
+            log.info("exact: better pattern, cost %.6g (was %.6g)", cost, best_cost)
+            best, best_cost = y, cost
+
+    def stop(status: str, message: str):
+        log.info(
+            "exact: end, %s, cost %.6g, bound %.6g, %d master solves",
+            status,
+            best_cost,
+            lower,
+            solves,
+        )
+        if status == "optimal":
+            return best, status, message, best_cost, solves
+        return best, status, message, min(lower, best_cost), solves
+
     # A cell alone among suppressed cells in one of its relations is disclosed exactly.
     a = p.a.tocsr()
     for i in np.flatnonzero(p.sensitive).tolist():
         for r in a[:, [i]].nonzero()[0].tolist():
             others = a.indices[a.indptr[r] : a.indptr[r + 1]]
-            others = others[others != i]
-            h.addRow(
-                1.0, highspy.kHighsInf, len(others), others.astype(np.int32), np.ones(len(others))
-            )
-    iters += _root_cuts(h, p, att, n)
+            others = others[(others != i) & p.allowed[others]]
+            master.add(others, np.ones(len(others)), 1.0)
+    for idx in _exposed_relations(p):
+        master.add(idx, np.ones(len(idx)), 1.0)
+    log.info("exact: start, incumbent cost %.6g, %d rows", best_cost, len(master.lower))
+    # The root rounds get half the time: on large tables one round is many attacker LPs
+    # (100x100 hierarchical: 2,032 requirements, 20 s a round), and the repair of the
+    # rounded LP point and the MIP need the rest.
+    now = highs.now()
+    x, bound, rounds = _cutting(master, att, p, until=now + 0.5 * (p.deadline - now))
+    solves += rounds
+    lower = max(lower, bound)
+    # The warm start's clean-up is time-boxed (on 100x100 hierarchical it tries about a
+    # tenth of its candidates): it goes on here, then the rounded LP point is repaired.
+    if highs.now() < p.deadline:
+        now = highs.now()
+        improve(_repair(p, att, cheapest, best.copy(), now + 0.5 * (p.deadline - now)))
+    if x is not None and highs.now() < p.deadline:
+        improve(_repair(p, att, cheapest, p.forced | (x > 0.5), _share(p.deadline)))
+    gap = ROUND_GAP
     while True:
+        if lower >= best_cost * (1 - FINAL_GAP):
+            return stop("optimal", "proven optimal")
         if highs.now() >= p.deadline:
-            return (
-                best,
-                "time_limit",
-                "time limit reached; best safe pattern returned",
-                lower,
-                iters,
-            )
-        h.setOptionValue("mip_rel_gap", 1e-9)
-        # The best safe pattern satisfies every cut: a start for HiGHS, and a bound no
-        # better pattern may exceed.
-        h.setOptionValue("objective_bound", best_cost + 1e-9 * max(1.0, best_cost))
-        start = highspy.HighsSolution()
-        start.col_value = best.astype(float)
-        h.setSolution(start)
-        outcome = highs.run(h, p.deadline)
-        iters += 1
-        info = h.getInfo()
+            return stop("time_limit", "time limit reached; best safe pattern returned")
+        # Nothing at or above the incumbent's cost is of interest: a MIP that finds
+        # nothing below it proves it optimal.
+        cutoff = best_cost * (1 - FINAL_GAP)
+        outcome, y, dual, nodes = master.mip(best, cutoff, gap, p.deadline)
+        solves += 1
+        log.info(
+            "exact: MIP %d, %s, bound %.6g, point %s, incumbent %.6g, %d nodes, %d cuts",
+            solves,
+            outcome,
+            dual,
+            "-" if y is None else f"{float(p.cost @ y):.6g}",
+            best_cost,
+            nodes,
+            len(master.lower),
+        )
         if outcome is Outcome.INFEASIBLE:
-            # Nothing satisfies the cuts at a cost within the incumbent's: it is optimal.
-            return best, "optimal", "proven optimal", best_cost, iters
+            # Nothing satisfies the cuts at a cost below the incumbent's: it is optimal.
+            lower = best_cost
+            continue
         if outcome not in (Outcome.OPTIMAL, Outcome.TIME_LIMIT):
-            return best, "time_limit", f"MIP ended with {highs.describe(h)}", lower, iters
-        lower = max(lower, float(info.mip_dual_bound))
-        if outcome is Outcome.TIME_LIMIT or not highs.has_point(h):
-            return (
-                best,
-                "time_limit",
-                "time limit reached in the MIP; best safe pattern returned",
-                lower,
-                iters,
-            )
-        y = np.asarray(h.getSolution().col_value) > 0.5
+            return stop("time_limit", f"MIP ended with {outcome.value}; best safe pattern returned")
+        if np.isfinite(dual):
+            lower = max(lower, min(dual, best_cost))
+        if y is None or float(p.cost @ y) >= best_cost:
+            # Out of time with nothing better than the incumbent, or the MIP's point is the
+            # incumbent itself (within the gap): the loop's checks decide.
+            if outcome is Outcome.OPTIMAL and gap > FINAL_GAP:
+                gap = FINAL_GAP
+            elif outcome is Outcome.OPTIMAL:
+                lower = best_cost
+            continue
         missing, reach = unprotected(att, p, y)
+        log.info("exact: point checked, %s requirements missed", len(missing or ()))
         if reach != "optimal":
-            return best, "time_limit", "time limit reached checking a pattern", lower, iters
+            return stop("time_limit", "time limit reached checking a pattern")
         if missing:
-            _add_cuts(h, att, missing, y.astype(float))
+            master.cut(att, missing, y.astype(float))
+            # The point's sensitive aggregations are cut off too: every safe pattern
+            # meets a no-good, whatever else it suppresses.
+            check = check_pattern(p, y)
+            if check is not None and check.status == "sensitive":
+                for idx, coef, rhs in _aggregation_no_goods(p, y, check):
+                    master.add(idx, coef, rhs)
+            log.info("exact: point's aggregations checked")
+            improve(_repair(p, att, cheapest, y, _share(p.deadline)))
+            x, bound, rounds = _cutting(master, att, p, max_rounds=5)
+            solves += rounds
+            lower = max(lower, bound)
             continue
         check = check_pattern(p, y)
         if check is not None and check.status == "undecided":
-            return (
-                best,
-                "time_limit",
-                "time limit reached checking the aggregations of a pattern",
-                lower,
-                iters,
+            return stop("time_limit", "time limit reached checking the aggregations of a pattern")
+        if check is not None and check.status == "sensitive":
+            for idx, coef, rhs in _aggregation_no_goods(p, y, check):
+                master.add(idx, coef, rhs)
+            protected, _ = protect_aggregations(p, y, cheapest)
+            improve(protected)
+            continue
+        # Safe: the new incumbent; proven optimal when the MIP was solved to the end.
+        best, best_cost = y, float(p.cost @ y)
+        log.info("exact: better pattern from the MIP, cost %.6g", best_cost)
+        if outcome is Outcome.OPTIMAL and gap <= FINAL_GAP:
+            lower = best_cost
+        gap = FINAL_GAP
+
+
+def _cutting(
+    master: _Master,
+    att: Attacker,
+    p: SearchProblem,
+    max_rounds: int = 200,
+    until: float | None = None,
+):
+    """Cutting planes on the LP relaxation of the master: the attacker LP with fractional
+    room ``y_j U_j`` separates capacity cuts just as for a 0/1 pattern (module
+    :mod:`service.sdc.suppress`), one for every requirement the point misses, until none
+    is missed, the bound stalls (``ROOT_STALL_RTOL``) or the time runs out (no round
+    starts after ``until``, no LP runs past the deadline). Returns (last
+    point, best LP bound, LP solves); each LP's optimum is a lower bound."""
+    bound, x, rounds, stalled = -np.inf, None, 0, 0
+    while rounds < max_rounds and (until is None or highs.now() < until):
+        outcome, point, value = master.relax(p.deadline)
+        rounds += 1
+        if outcome is not Outcome.OPTIMAL:
+            break
+        x = point
+        stalled = stalled + 1 if value <= bound + ROOT_STALL_RTOL * abs(value) else 0
+        bound = max(bound, value)
+        if stalled >= ROOT_STALL:
+            break
+        missing, reach = unprotected(att, p, x)
+        if reach != "optimal" or not missing:
+            break
+        master.cut(att, missing, x)
+        log.info("exact: cutting round %d, LP bound %.6g, %d cuts", rounds, value, len(missing))
+    return x, bound, rounds
+
+
+def _share(deadline: float) -> float:
+    """A repair's deadline: a quarter of the time left, so that the MIP keeps most."""
+    now = highs.now()
+    return now + 0.25 * max(deadline - now, 0.0)
+
+
+def _safe(p: SearchProblem, att: Attacker, y: np.ndarray) -> bool:
+    """Whether ``y`` meets every protection level (attacker LPs) and publishes no
+    sensitive aggregation (the full check), all proven before the deadline."""
+    missing, reach = unprotected(att, p, y)
+    if reach != "optimal" or missing:
+        return False
+    check = check_pattern(p, y)
+    return check is None or check.status not in ("sensitive", "undecided")
+
+
+def _repair(
+    p: SearchProblem, att: Attacker, cheapest: Cheapest, y: np.ndarray, until: float
+) -> np.ndarray | None:
+    """A pattern with every requirement met, made from ``y`` by the fast method's steps
+    (seed 003 B.2.b; :mod:`service.sdc.suppress.fast`): a requirement ``y`` misses gets
+    the cheapest complementary set (cells of ``y`` nearly free), then the clean-up and the
+    protection of aggregations. ``None`` when the time runs out first."""
+    y = y | p.forced
+    witness = []
+    attacked = False
+    for i, sense, level in requirements(p):
+        if highs.now() >= until:
+            return None
+        found = cheapest.deviations.meeting(i, sense, level, y, p.room_up, p.room_down)
+        if found is None:
+            found, outcome = cheapest.support(
+                i, sense, level, y, p.room_up, p.room_down, within_pattern=True
             )
-        if check is None or check.status != "sensitive":
-            cost = float(p.cost @ y)
-            if cost <= best_cost + 1e-9:
-                best, best_cost = y, cost
-            return best, "optimal", "proven optimal", min(lower, best_cost), iters
-        for idx, coef, rhs in _aggregation_no_goods(p, y, check):
-            h.addRow(rhs, highspy.kHighsInf, len(idx), idx.astype(np.int32), coef)
+            if outcome != "optimal":
+                found = None
+        if found is None:
+            if not attacked:
+                att.set_pattern(y)
+                attacked = True
+            value, _, outcome = att.reach(i, sense)
+            if outcome != "optimal":
+                return None
+            if highs.reaches(value, level, p.values[i]):
+                found = att.support() if np.isfinite(value) else np.arange(len(y))
+            else:
+                found, outcome = cheapest.support(i, sense, level, y, p.room_up, p.room_down)
+                if outcome != "optimal":
+                    return None
+                y[found] = True
+                attacked = False
+        witness.append(found)
+    y = remove_superfluous(p, att, cheapest, y, witness, until)
+    protected, _ = protect_aggregations(p, y, cheapest)
+    return protected
 
 
-def _add_cuts(h: highspy.Highs, att: Attacker, missing, y: np.ndarray) -> None:
-    for i, sense, level, prices in missing:
-        coef = att.cut(i, sense, prices, y)
-        nz = np.flatnonzero(coef > 1e-12)
-        h.addRow(level, highspy.kHighsInf, len(nz), nz.astype(np.int32), coef[nz])
-
-
-def _root_cuts(
-    h: highspy.Highs, p: SearchProblem, att: Attacker, n: int, max_rounds: int = 200
-) -> int:
-    """Cutting planes on the LP relaxation of the master before any branching: the
-    attacker LP with fractional room ``y_j U_j`` separates capacity cuts just as for a
-    0/1 pattern, and a strong root bound is what lets the MIP close the gap."""
-    cont = np.arange(n, dtype=np.int32)
-    h.changeColsIntegrality(n, cont, np.array([highspy.HighsVarType.kContinuous] * n))
-    rounds = 0
-    try:
-        while rounds < max_rounds:
-            rounds += 1
-            if highs.run(h, p.deadline) is not Outcome.OPTIMAL:
-                break
-            y = np.clip(np.asarray(h.getSolution().col_value), 0.0, 1.0)
-            missing, outcome = unprotected(att, p, y)
-            if outcome != "optimal" or not missing:
-                break
-            _add_cuts(h, att, missing, y)
-    finally:
-        h.changeColsIntegrality(n, cont, np.array([highspy.HighsVarType.kInteger] * n))
-    return rounds
+def _exposed_relations(p: SearchProblem) -> list[np.ndarray]:
+    """Relations that must hold a suppressed cell besides their sensitive and forced ones:
+    for each relation whose fixed suppressions ``F`` (two or more) form an aggregation
+    ``sum_F a_rj x_j`` the rule calls sensitive (:func:`service.sdc.unions.judge`, seed
+    002 sections 3-5), the cells it may add, ``sum_{j in r, j not in F} y_j >= 1``. Valid
+    for every safe pattern: with no other cell of ``r`` suppressed, ``r`` publishes that
+    aggregation (seed 002 eq. 3.6). Returns the cells it may add, per such relation."""
+    if p.table.unions is None:
+        return []
+    a = p.a.tocsr()
+    rows: list[np.ndarray] = []
+    cols: list[np.ndarray] = []
+    vals: list[np.ndarray] = []
+    free: list[np.ndarray] = []
+    for r in range(a.shape[0]):
+        idx = a.indices[a.indptr[r] : a.indptr[r + 1]]
+        fixed = p.forced[idx]
+        if fixed.sum() < 2:
+            continue
+        rows.append(np.full(int(fixed.sum()), len(free)))
+        cols.append(idx[fixed])
+        vals.append(a.data[a.indptr[r] : a.indptr[r + 1]][fixed])
+        free.append(idx[~fixed & p.allowed[idx]])
+    if not free:
+        return []
+    lam = sp.csr_matrix(
+        (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+        shape=(len(free), len(p.values)),
+    )
+    # Oriented as the union check orients them: published value non-negative.
+    lam = (sp.diags(np.where(lam @ p.values < 0, -1.0, 1.0)) @ lam).tocsr()
+    verdict = judge(lam, p.values, p.table.unions)
+    sensitive = verdict.fired.any(axis=0) & verdict.checked
+    return [free[k] for k in np.flatnonzero(sensitive)]
 
 
 def _aggregation_no_goods(p: SearchProblem, y: np.ndarray, check):
