@@ -455,6 +455,34 @@ def test_run_counts_its_deadline_from_the_time_already_spent():
     assert h.getRunTime() > 0.3
 
 
+def test_a_reused_mip_gets_only_its_seconds():
+    """HiGHS 1.16 measures a MIP's ``time_limit`` from the start of each run, unlike an
+    LP's: a MIP that has already run must not be given its past run time again (a 0.3 s
+    deadline on a MIP object that ran 1 s would otherwise let it run 1.3 s)."""
+    import scipy.sparse as sp
+
+    from service.sdc import highs
+
+    rng = np.random.default_rng(0)
+    n = 300
+    a = sp.random(n // 2, n, density=0.05, random_state=1, format="csc")
+    h = highs.model(
+        -rng.random(n),
+        np.zeros(n),
+        np.full(n, 10.0),
+        a,
+        np.full(n // 2, -np.inf),
+        np.full(n // 2, 3.0),
+        integer=np.ones(n, bool),
+    )
+    assert highs.run(h, time.perf_counter() + 1.0) is highs.Outcome.TIME_LIMIT
+    h.changeColsCost(n, np.arange(n, dtype=np.int32), -rng.random(n))
+    h.clearSolver()
+    start = time.perf_counter()
+    assert highs.run(h, start + 0.3) is highs.Outcome.TIME_LIMIT
+    assert time.perf_counter() - start < 0.9
+
+
 @pytest.mark.long
 def test_a_warm_start_gone_astray_is_not_an_infeasible_table():
     """Every cell of a 60x60 hierarchical table (values up to about 5e7) known only within

@@ -78,6 +78,19 @@ _OUTCOMES = {
 _NO_LIMIT = 2**31 - 1
 
 
+def time_limit(h: highspy.Highs, seconds: float) -> None:
+    """Let ``h``'s next run take at most ``seconds``. HiGHS 1.16 reads ``time_limit``
+    differently for the two kinds of model (measured here: each object first run for 1 s,
+    then under a 0.5 s limit): an LP compares it with the run time accumulated over every
+    ``run()`` of the object (ERGO-Code/HiGHS#1331, #1477: the LP stopped at once), so the
+    limit goes on top of the time spent; a MIP with the time of the current run (it ran
+    0.5 s more), so it gets the seconds themselves. :func:`model` marks its MIPs."""
+    if getattr(h, "sdc_mip", False):
+        h.setOptionValue("time_limit", float(max(seconds, 0.0)))
+    else:
+        h.setOptionValue("time_limit", float(h.getRunTime() + max(seconds, 0.0)))
+
+
 class Clock:
     """Wall-clock seconds (``time.perf_counter()``): what deadlines are measured in unless
     a search runs on a :class:`WorkClock`."""
@@ -90,11 +103,8 @@ class Clock:
         return time.perf_counter()
 
     def limit(self, h: highspy.Highs, remaining: float) -> None:
-        """Limit ``h``'s next run to ``remaining`` units. HiGHS 1.x compares ``time_limit``
-        with the run time accumulated over every ``run()`` of the object
-        (ERGO-Code/HiGHS#1331, #1477; measured here: a model reused for 1.5 s of solves
-        stops at once under a 1 s limit), so the limit is set on top of the time spent."""
-        h.setOptionValue("time_limit", float(h.getRunTime() + remaining))
+        """Limit ``h``'s next run to ``remaining`` units (:func:`time_limit`)."""
+        time_limit(h, remaining)
         h.setOptionValue("simplex_iteration_limit", _NO_LIMIT)
         h.setOptionValue("mip_max_nodes", _NO_LIMIT)
 
@@ -130,9 +140,7 @@ class WorkClock(Clock):
         return self.used
 
     def limit(self, h: highspy.Highs, remaining: float) -> None:
-        h.setOptionValue(
-            "time_limit", float(h.getRunTime() + self.wall_deadline - time.perf_counter())
-        )
+        time_limit(h, self.wall_deadline - time.perf_counter())
         units = int(min(max(remaining - 1.0, 0.0), _NO_LIMIT))
         h.setOptionValue("simplex_iteration_limit", units)
         h.setOptionValue("mip_max_nodes", max(1, min(units // self.NODE_UNITS, _NO_LIMIT)))
@@ -227,6 +235,8 @@ def model(
     for name, value in options.items():
         h.setOptionValue(name, value)
     h.passModel(lp)
+    # A MIP's time limit is per run, an LP's over the object's runs (time_limit).
+    h.sdc_mip = integer is not None and bool(np.asarray(integer, bool).any())  # type: ignore[attr-defined]
     return h
 
 
