@@ -11,14 +11,20 @@ every safe pattern, so the master's LP and MIP bounds are lower bounds on the op
 * A sensitive cell may not be the only suppressed cell of a relation (it is disclosed
   exactly): ``sum_{j in relation, j != i} y_j >= 1``, Fischetti and Salazar's (2000)
   simplest "bridgeless" inequality.
-* Aggregation no-good cuts (seed 002 sections 3-6): a pattern that publishes a sensitive
-  aggregation is cut off together with every pattern that publishes the same one.
+* A relation whose sensitive and forced cells form a sensitive union must suppress one
+  more cell (:func:`_exposed_relations`).
+* Aggregation no-good cuts (seed 002 sections 3-6), from every MIP point: a pattern that
+  publishes a sensitive aggregation is cut off together with every pattern that publishes
+  the same one.
 
 Upper bounds come from the fast method's pattern and from repairing the master's points
 (the LP point rounded, each MIP point) into safe patterns with the fast method's steps
-(:func:`_repair`): cheapest complements for what they miss, the clean-up, the protection
-of aggregations. Only a pattern that meets every protection level (attacker LPs) and has no
-sensitive aggregation (the full check) becomes the incumbent.
+(:func:`_repair`): the incumbent's clean-up continued where the warm start's time box
+stopped it, then for the rounded LP point and each MIP point cheapest complements for what
+they miss, the clean-up, the protection of aggregations. A MIP point becomes the incumbent
+only when it meets every protection level (attacker LPs) and the full aggregation check
+finds nothing; a repaired pattern is safe by construction up to the groups the screen
+cannot judge, which the final audit does (its fallback is the audited warm start).
 """
 
 from __future__ import annotations
@@ -178,12 +184,17 @@ def exact(p: SearchProblem, att: Attacker, cheapest: Cheapest, incumbent: np.nda
     solves = 0
 
     def improve(y: np.ndarray | None) -> None:
+        """Take a repaired pattern if cheaper. Its protection levels are met by
+        construction (a witness per requirement, kept by the clean-up) and the screen
+        proved its aggregations (:func:`protect_aggregations`), which the full check
+        repeats at a cost of seconds on large tables; the final audit decides, falling
+        back to the fast method's audited pattern."""
         nonlocal best, best_cost
         log.info("exact: repair %s", "-" if y is None else f"cost {float(p.cost @ y):.6g}")
         if y is None:
             return
         cost = float(p.cost @ y)
-        if cost < best_cost - 1e-9 * max(1.0, best_cost) and _safe(p, att, y):
+        if cost < best_cost - 1e-9 * max(1.0, best_cost):
             log.info("exact: better pattern, cost %.6g (was %.6g)", cost, best_cost)
             best, best_cost = y, cost
 
@@ -331,16 +342,6 @@ def _share(deadline: float) -> float:
     """A repair's deadline: a quarter of the time left, so that the MIP keeps most."""
     now = highs.now()
     return now + 0.25 * max(deadline - now, 0.0)
-
-
-def _safe(p: SearchProblem, att: Attacker, y: np.ndarray) -> bool:
-    """Whether ``y`` meets every protection level (attacker LPs) and publishes no
-    sensitive aggregation (the full check), all proven before the deadline."""
-    missing, reach = unprotected(att, p, y)
-    if reach != "optimal" or missing:
-        return False
-    check = check_pattern(p, y)
-    return check is None or check.status not in ("sensitive", "undecided")
 
 
 def _repair(
