@@ -68,7 +68,6 @@ Readings
   is run with the true bounds.
 """
 
-import dataclasses
 import logging
 import time
 
@@ -83,7 +82,7 @@ from .fast import log, protect, protect_aggregations, remove_superfluous
 from .lps import Attacker, Cheapest
 from .partial import PartialResult, partial
 from .problem import COST_KINDS, cell_costs, prepare
-from .result import SuppressionResult, finish
+from .result import SuppressionResult, finish, on_work_clock
 
 METHODS = ("fast", "exact", "partial")
 __all__ = [
@@ -157,18 +156,11 @@ def suppress(
         return _search(problem, cost, forbidden, forced, method, start, end, time_limit, 0.25)
     # The search's deadlines in work units; the audit, on the wall clock, gets whatever is
     # left of the time limit (no share of the work budget is kept for it).
-    clock = highs.WorkClock(wall_deadline=end)
-    with highs.using(clock):
-        result = _search(problem, cost, forbidden, forced, method, start, end, work_limit, 0.0)
-    if clock.wall_hit:
-        message = (
-            f"{result.message} (the time limit was reached before the work limit: this "
-            "result depends on the machine's speed)"
-        )
-    else:
-        # The search's messages speak of its deadline as a time limit; here it was work.
-        message = result.message.replace("time limit", "work limit")
-    return dataclasses.replace(result, message=message, work=clock.used)
+    return on_work_clock(
+        lambda: _search(problem, cost, forbidden, forced, method, start, end, work_limit, 0.0),
+        work_limit,
+        end,
+    )
 
 
 def _search(problem, cost, forbidden, forced, method, start, end, budget, audit_share):

@@ -97,7 +97,7 @@ from ..highs import Outcome
 from ..problem import TableProblem
 from .fast import check_pattern
 from .problem import SearchProblem, prepare, requirements
-from .result import SuppressionResult
+from .result import SuppressionResult, on_work_clock
 
 log = logging.getLogger("sdc.suppress")
 
@@ -249,17 +249,11 @@ def partial(
     end = start + time_limit
     if work_limit is None:
         return _solve(problem, cost, forbidden, forced, start, end, 0.75 * time_limit)
-    clock = highs.WorkClock(wall_deadline=end)
-    with highs.using(clock):
-        result = _solve(problem, cost, forbidden, forced, start, end, float(work_limit))
-    if clock.wall_hit:
-        message = (
-            f"{result.message} (the time limit was reached before the work limit: this "
-            "result depends on the machine's speed)"
-        )
-    else:
-        message = result.message.replace("time limit", "work limit")
-    return dataclasses.replace(result, message=message, work=clock.used)
+    return on_work_clock(
+        lambda: _solve(problem, cost, forbidden, forced, start, end, float(work_limit)),
+        work_limit,
+        end,
+    )
 
 
 class _Master:

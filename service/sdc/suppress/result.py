@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -222,3 +225,26 @@ def finish(
         audit,
         unprotected,
     )
+
+
+_Result = TypeVar("_Result", bound=Any)
+
+
+def on_work_clock(search: Callable[[], _Result], work_limit: float, end: float) -> _Result:
+    """``search()`` in deterministic mode (issue 16 part 5): its deadlines read on a
+    :class:`~service.sdc.highs.WorkClock` of ``work_limit`` units, ``end`` (a
+    ``time.perf_counter()`` instant) still bounding the call. The result's messages,
+    which speak of the search's deadline as a time limit, speak of work; a result the
+    wall clock stopped says that it depends on the machine's speed. ``search`` returns a
+    dataclass with ``message`` and ``work``."""
+    clock = highs.WorkClock(wall_deadline=end)
+    with highs.using(clock):
+        result = search()
+    if clock.wall_hit:
+        message = (
+            f"{result.message} (the time limit was reached before the work limit: this "
+            "result depends on the machine's speed)"
+        )
+    else:
+        message = result.message.replace("time limit", "work limit")
+    return dataclasses.replace(result, message=message, work=clock.used)
