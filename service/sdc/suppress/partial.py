@@ -91,13 +91,13 @@ import scipy.sparse as sp
 
 from .. import highs
 from ..aggregations import Requirements
-from ..audit import PatternAudit, audit_pattern
+from ..audit import audit_pattern
 from ..errors import InputError
 from ..highs import Outcome
 from ..problem import TableProblem
 from .fast import check_pattern
 from .problem import SearchProblem, prepare, requirements
-from .result import SuppressionResult, on_work_clock
+from .result import SuppressionResult, on_work_clock, unproven
 
 log = logging.getLogger("sdc.suppress")
 
@@ -499,7 +499,7 @@ def _solve(problem, cost, forbidden, forced, start, end, budget) -> PartialResul
             "returned; a longer time limit may find them",
             lb=bound,
             audit=audit,
-            unprotected=_missed(p, audit),
+            unprotected=unproven(p.sensitive, audit),
             rounds=rounds,
         )
     if audit.verdict == "uncertified":
@@ -509,7 +509,7 @@ def _solve(problem, cost, forbidden, forced, start, end, budget) -> PartialResul
             f"uncertified ({reasons}); no intervals are returned",
             lb=bound,
             audit=audit,
-            unprotected=_missed(p, audit),
+            unprotected=unproven(p.sensitive, audit),
             rounds=rounds,
         )
     return result(
@@ -517,7 +517,7 @@ def _solve(problem, cost, forbidden, forced, start, end, budget) -> PartialResul
         f"the intervals found did not pass the audit: {reasons}",
         lb=bound,
         audit=audit,
-        unprotected=_missed(p, audit),
+        unprotected=unproven(p.sensitive, audit),
         rounds=rounds,
     )
 
@@ -591,18 +591,3 @@ def _short(reached: list[float], reqs: list[_Requirement]) -> list[int]:
     if len(reached) != len(reqs):
         return sorted({r.cell for r in reqs})
     return sorted({r.cell for r, v in zip(reqs, reached) if not v >= r.accept})
-
-
-def _missed(p: SearchProblem, audit: PatternAudit) -> list[int]:
-    """The sensitive cells the audit does not prove protected."""
-    iv, check = audit.intervals, audit.protection
-    missed = set(audit.published_sensitive.tolist())
-    if audit.verdict != "infeasible":
-        missed.update(iv.cells[check.sensitive & ~(iv.certified & check.protected)].tolist())
-    if audit.aggregations is not None:
-        for found in audit.aggregations.found:
-            members = found.cells[p.sensitive[found.cells]]
-            missed.update((members if members.size else found.cells).tolist())
-        undecided = np.asarray(audit.aggregations.undecided, np.int64)
-        missed.update(undecided[p.sensitive[undecided]].tolist())
-    return sorted(missed)

@@ -185,19 +185,7 @@ def finish(
             + "; the audited pattern of the fast method is returned",
             known[1],
         )
-    # The sensitive cells the audit does not prove protected: published, an interval too
-    # narrow or not certified, or in a sensitive or undecided aggregation.
-    iv, check = audit.intervals, audit.protection
-    missed = set(audit.published_sensitive.tolist())
-    if check is not None and audit.verdict != "infeasible":
-        missed.update(iv.cells[check.sensitive & ~(iv.certified & check.protected)].tolist())
-    if audit.aggregations is not None:
-        for found in audit.aggregations.found:
-            members = found.cells[p.sensitive[found.cells]]
-            missed.update((members if members.size else found.cells).tolist())
-        undecided = np.asarray(audit.aggregations.undecided, np.int64)
-        missed.update(undecided[p.sensitive[undecided]].tolist())
-    unprotected = sorted(missed)
+    unprotected = unproven(p.sensitive, audit)
     if late:
         return result(
             none,
@@ -248,3 +236,20 @@ def on_work_clock(search: Callable[[], _Result], work_limit: float, end: float) 
     else:
         message = result.message.replace("time limit", "work limit")
     return dataclasses.replace(result, message=message, work=clock.used)
+
+
+def unproven(sensitive: np.ndarray, audit: PatternAudit) -> list[int]:
+    """The sensitive cells the audit does not prove protected: published, an interval too
+    narrow or not certified, or in a sensitive or undecided aggregation (its sensitive
+    members, or all its cells when it has none)."""
+    iv, check = audit.intervals, audit.protection
+    missed = set(audit.published_sensitive.tolist())
+    if check is not None and audit.verdict != "infeasible":
+        missed.update(iv.cells[check.sensitive & ~(iv.certified & check.protected)].tolist())
+    if audit.aggregations is not None:
+        for found in audit.aggregations.found:
+            members = found.cells[sensitive[found.cells]]
+            missed.update((members if members.size else found.cells).tolist())
+        undecided = np.asarray(audit.aggregations.undecided, np.int64)
+        missed.update(undecided[sensitive[undecided]].tolist())
+    return sorted(missed)
