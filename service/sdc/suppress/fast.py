@@ -169,6 +169,13 @@ def remove_superfluous(
             if outcome == "optimal":
                 renewed[k] = attack
                 continue
+            if outcome != "untried":
+                # No attack on the boxes around the cell: it stays suppressed
+                # rather than ask the whole pattern's attacker, which costs far more per
+                # candidate (100x100 hier, seconds of clean-up: more candidates tried and
+                # 0.997% of the value suppressed against 1.027%).
+                ok = False
+                break
             if not attacker_set:
                 att.set_pattern(trial)
                 attacker_set = True

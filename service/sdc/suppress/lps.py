@@ -200,7 +200,9 @@ class Cheapest:
         gives a valid (if perhaps dearer) complement; an infeasible part only widens the
         search. ``within_pattern``: only the suppressed cells ``y`` may move, and the
         whole table is not tried: a deviation found proves the requirement met by ``y``
-        (an attack), ``infeasible`` proves nothing."""
+        (an attack), ``infeasible`` (no attack on a box around the cell) proves nothing,
+        and ``untried`` says the cell has no box (the level sub-table alone is too coarse
+        a test: on 8x6x5x4 trusting it left 2.6% more value suppressed)."""
         p = self.p
         if highs.now() >= p.deadline:
             return None, "time_limit"
@@ -208,6 +210,7 @@ class Cheapest:
         # Cells already suppressed are nearly free (a little cost keeps the support, the
         # requirement's witness for the clean-up, small).
         unit = np.where(y, 1e-3, 1.0) * (p.cost + 1e-9) / level
+        tried = False
         if self.boxes is not None:
             score = np.where(allowed, unit, np.inf)
             for width in self.boxes.widths:
@@ -217,6 +220,7 @@ class Cheapest:
                 found = self._solve(cells, i, sense, level, allowed, unit, room_up, room_down)
                 if found[1] != "infeasible":
                     return found
+                tried = True
         if self.levels is not None:
             key, cells = self.levels.of(i)
             if key is not None:
@@ -226,7 +230,7 @@ class Cheapest:
                 if found[1] != "infeasible":
                     return found
         if within_pattern:
-            return None, "infeasible"
+            return None, "infeasible" if tried else "untried"
         return self._solve(None, i, sense, level, allowed, unit, room_up, room_down)
 
     def _solve(self, cells, i, sense, level, allowed, unit, room_up, room_down, key=None):
