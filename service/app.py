@@ -9,7 +9,7 @@ from pathlib import Path
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from .api import access, errors, health, v1
+from .api import access, errors, health, lean, query_filter, v1
 from .api.compute_pool import ComputePool
 from .api_keys import ApiKeyStore
 from .config import Settings
@@ -83,4 +83,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.add_middleware(CancelledMiddleware)  # inside the metrics: its 503 is counted
     app.add_middleware(RequestLogMiddleware, metrics=metrics, pool=app.state.pool)
+    # Last: the online filter's lean path, through the same middleware (api/lean.py).
+    lean.install(app, {"/v1/filter": query_filter.answer})
     return app

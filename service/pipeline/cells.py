@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from itertools import chain, repeat
-from operator import attrgetter
+from operator import attrgetter, is_not
 
 import numpy as np
 
@@ -109,28 +109,62 @@ def contributions_of(
     result is ``index[k]``'s position in ``index``. A column nobody sent is ``None``."""
     selected = [cells[i] for i in index]
     columns = microdata_of(selected)
-    if columns and None not in columns:
+    # By identity: `None in columns` would call each model's __eq__ (Python).
+    if columns and all(map(is_not, columns, repeat(None))):
         return _from_columns(columns, weights_mode)
-    micro = repeat(None) if columns is None else columns
+    if columns is None or not any(map(is_not, columns, repeat(None))):
+        return _from_objects(selected, weights_mode)
+    # Both forms in one request: row by row.
+    micro = columns
     sizes, rows = tuple(zip(*map(_contributions, selected, micro))) or ((), ())
     # One transposition for all cells: per-cell column building cost more than the rule.
     value, holding, weight, waiver, request = tuple(zip(*chain.from_iterable(rows))) or ((),) * 5
-    n = len(value)
-    # A contribution without a weight in a weighted request counts once (weight 1).
-    weights = (
-        None
-        if weight.count(None) == n
-        else np.fromiter((1.0 if w is None else w for w in weight), np.float64, n)
-    )
     return magnitudes.Contributions(
         np.repeat(np.arange(len(index)), sizes),
         np.array(value, np.float64),
         _holding_codes(holding),
-        weights,
+        _weights(weight),
         np.array(waiver, bool) if any(waiver) else None,
         np.array(request, bool) if any(request) else None,
         weights_mode,
     )
+
+
+_CONTRIBUTIONS = attrgetter("contributions")
+_VALUE = attrgetter("value")
+_HOLDING = attrgetter("holding")
+_WEIGHT = attrgetter("weight")
+_WAIVER = attrgetter("waiver")
+_REQUEST = attrgetter("request")
+
+
+def _from_objects(selected: list, weights_mode) -> magnitudes.Contributions:
+    """:func:`contributions_of` for cells that all came with contribution objects: one
+    C-level pass over all the contributions per field, no tuple per contribution."""
+    rows = list(map(_CONTRIBUTIONS, selected))
+    flat = list(chain.from_iterable(rows))
+    n = len(flat)
+    weight = list(map(_WEIGHT, flat))
+    waiver = list(map(_WAIVER, flat))
+    request = list(map(_REQUEST, flat))
+    return magnitudes.Contributions(
+        np.repeat(np.arange(len(rows)), list(map(len, rows))),
+        np.fromiter(map(_VALUE, flat), np.float64, n),
+        _holding_codes(list(map(_HOLDING, flat))),
+        _weights(weight),
+        np.array(waiver, bool) if any(waiver) else None,
+        np.array(request, bool) if any(request) else None,
+        weights_mode,
+    )
+
+
+def _weights(weight: Sequence[float | None]) -> np.ndarray | None:
+    """The weights as an array, ``None`` when no contribution has one; a contribution
+    without a weight in a weighted request counts once (weight 1)."""
+    n = len(weight)
+    if weight.count(None) == n:
+        return None
+    return np.fromiter((1.0 if w is None else w for w in weight), np.float64, n)
 
 
 def _from_columns(columns: list, weights_mode) -> magnitudes.Contributions:
@@ -168,9 +202,9 @@ def _holding_codes(holding: Sequence[str | None]) -> np.ndarray | None:
     n = len(holding)
     if holding.count(None) == n:
         return None
-    codes: dict[str | None, int] = {
-        h: k for k, h in enumerate(h for h in dict.fromkeys(holding) if h is not None)
-    }
+    distinct = dict.fromkeys(holding)
+    distinct.pop(None, None)
+    codes: dict[str | None, int] = dict(zip(distinct, range(len(distinct))))  # at C speed
     codes[None] = -1
     return np.fromiter(map(codes.__getitem__, holding), np.int64, n)
 

@@ -8,6 +8,9 @@ dict, not a model, and nothing is built that a refused or plain answer does not 
 
 from __future__ import annotations
 
+from itertools import chain, repeat
+from operator import attrgetter, is_not
+
 import numpy as np
 
 from schemas.filter import FilterPolicy, FilterRequest, NoisePolicy
@@ -16,7 +19,13 @@ from service.config import Settings
 from service.sdc import frequency, magnitudes, noise, primary
 from service.sdc import query_filter as qf
 
-from .cells import ContributionRows, check_unique_cell_keys, contributions_of, magnitudes_of
+from .cells import (
+    ContributionRows,
+    check_unique_cell_keys,
+    contributions_of,
+    magnitudes_of,
+    microdata_of,
+)
 from .errors import NOISE_FIELDS, RequestInputError, contribution_field, core_errors
 from .rules import rule_labels, ruleset_from_wire
 
@@ -79,6 +88,20 @@ def screen(
     return _statistical_filter(body, rules, policy, secret, diagnostics)
 
 
+_KEY = attrgetter("key")
+_COUNT = attrgetter("count")
+_SUMMARY = attrgetter("summary")
+_CONTRIBUTIONS = attrgetter("contributions")
+_RESPONDENT = attrgetter("respondent")
+_HOLDING = attrgetter("holding")
+
+
+def _given(values: list) -> int:
+    """How many of ``values`` are not None, by identity: ``list.count(None)`` would call a
+    Pydantic model's ``__eq__`` (Python) for every model in the list."""
+    return sum(map(is_not, values, repeat(None)))
+
+
 def _statistical_filter(
     body: FilterRequest,
     rules: RuleSet | None,
@@ -86,39 +109,54 @@ def _statistical_filter(
     secret: bytes | None,
     diagnostics: bool,
 ) -> tuple[dict, int]:
-    """The statistical-results filter on the figures (after the query filter passed)."""
-    check_unique_cell_keys([c.key for c in body.cells])
-    for i, cell in enumerate(body.cells):
-        if len(cell.key) != len(body.query.variables):
-            raise RequestInputError(
-                f"the key has {len(cell.key)} codes but the query "
-                f"{len(body.query.variables)} variables",
-                field="key",
-                cell=i,
-            )
-    counts = [i for i, c in enumerate(body.cells) if c.count is not None]
-    others = [i for i, c in enumerate(body.cells) if c.count is None]
+    """The statistical-results filter on the figures (after the query filter passed).
+
+    Column-wise over the cells (one C-level pass per field, no Python loop per cell on a
+    plain answer); the screens return the reasons of the stopped cells only, by cell."""
+    cells = body.cells
+    n = len(cells)
+    keys = list(map(_KEY, cells))
+    check_unique_cell_keys(keys)
+    n_variables = len(body.query.variables)
+    lengths = list(map(len, keys))
+    if lengths.count(n_variables) != n:
+        i = next(i for i, k in enumerate(lengths) if k != n_variables)
+        raise RequestInputError(
+            f"the key has {lengths[i]} codes but the query {n_variables} variables",
+            field="key",
+            cell=i,
+        )
+    count_of = list(map(_COUNT, cells))
+    n_counts = n - count_of.count(None)  # ints and None: compared in C
+    if n_counts == 0:
+        counts, others = [], list(range(n))
+    elif n_counts == n:
+        counts, others = list(range(n)), []
+    else:
+        counts = [i for i, c in enumerate(count_of) if c is not None]
+        others = [i for i, c in enumerate(count_of) if c is None]
     stat = policy.statistical
+    values: list[float | None] | None
     if stat.approach == "refuse":
-        reasons = _refuse_screen(body, rules, stat.count_threshold, counts, others)
+        reasons = _refuse_screen(cells, rules, stat.count_threshold, count_of, counts, others)
         values = None
     else:
-        reasons, values = _noise_screen(body, stat, secret, counts, others)
-    stopped = np.array([bool(r) for r in reasons])
-    decision, refusal = qf.decide(stopped, stat.approach)
+        reasons, values = _noise_screen(cells, stat, secret, count_of, counts, others)
+    stopped = len(reasons)
+    decision, refusal = qf.decide(np.array(stopped > 0), stat.approach)
     if refusal is not None:
-        return _refused(refusal), int(stopped.sum())
-    cells = []
-    for i, cell in enumerate(body.cells):
-        out = {
-            "key": cell.key,
-            "publish": not reasons[i],
-            "value": None if values is None or reasons[i] else values[i],
-        }
-        if diagnostics:
-            out["reasons"] = reasons[i]
-        cells.append(out)
-    return {"decision": decision, "refusal": None, "cells": cells}, int(stopped.sum())
+        return _refused(refusal), stopped
+    out = [
+        {"key": key, "publish": True, "value": value}
+        for key, value in zip(keys, repeat(None) if values is None else values)
+    ]
+    for i in reasons:
+        out[i]["publish"] = False
+        out[i]["value"] = None
+    if diagnostics:
+        for i, cell_out in enumerate(out):
+            cell_out["reasons"] = reasons.get(i, [])
+    return {"decision": decision, "refusal": None, "cells": out}, stopped
 
 
 def _refused(refusal: qf.Refusal) -> dict:
@@ -130,54 +168,81 @@ def _refused(refusal: qf.Refusal) -> dict:
 
 
 def _refuse_screen(
-    body, rules: RuleSet | None, threshold: int, counts: list[int], others: list[int]
-) -> list[list[str]]:
-    """AQS: which rules stop each cell (threshold rule on counts, the profile's rules on
-    magnitudes)."""
-    reasons: list[list[str]] = [[] for _ in body.cells]
+    cells, rules: RuleSet | None, threshold: int, count_of: list, counts: list, others: list
+) -> dict[int, list[str]]:
+    """AQS: which rules stop each stopped cell (threshold rule on counts, the profile's
+    rules on magnitudes)."""
+    reasons: dict[int, list[str]] = {}
     if counts:  # each count is at most 2**53 (schema), which is all the rule checks
-        flagged = frequency.threshold_rule([body.cells[i].count for i in counts], threshold)
+        flagged = frequency.threshold_rule([count_of[i] for i in counts], threshold)
         for j in np.flatnonzero(flagged).tolist():
-            reasons[counts[j]].append("threshold")
+            reasons[counts[j]] = ["threshold"]
     if others:
         if rules is None:
             raise RequestInputError(
                 "magnitude cells need sensitivity rules in the policy", field="policy.rules"
             )
-        ruleset = ruleset_from_wire(rules)
-        result = primary.assess(magnitudes_of(body.cells, rules, ruleset, index=others), ruleset)
-        labels = rule_labels(rules.rules, with_parameters=False)
+        ruleset, labels = _core_rules(rules)
+        result = primary.assess(magnitudes_of(cells, rules, ruleset, index=others), ruleset)
         for label, fired in zip(labels, result.fired):
             for j in np.flatnonzero(fired).tolist():
-                reasons[others[j]].append(label)
+                reasons.setdefault(others[j], []).append(label)
         for j in np.flatnonzero(result.zero_forced).tolist():
-            reasons[others[j]].append("zero_cells")
+            reasons.setdefault(others[j], []).append("zero_cells")
     return reasons
 
 
+#: The core rule set and reply labels of a wire rule set, by identity: a profile's rule
+#: set is the same object on every request (an inline one is new each time). The entry
+#: holds the wire object, so that its id is not reused while it is cached.
+_CORE_RULES: dict[int, tuple[RuleSet, primary.RuleSet, list[str]]] = {}
+_CORE_RULES_SIZE = 64
+
+
+def _core_rules(rules: RuleSet) -> tuple[primary.RuleSet, list[str]]:
+    found = _CORE_RULES.get(id(rules))
+    if found is not None and found[0] is rules:
+        return found[1], found[2]
+    ruleset = ruleset_from_wire(rules)
+    labels = rule_labels(rules.rules, with_parameters=False)
+    if len(_CORE_RULES) >= _CORE_RULES_SIZE:
+        _CORE_RULES.clear()
+    _CORE_RULES[id(rules)] = (rules, ruleset, labels)
+    return ruleset, labels
+
+
 def _noise_screen(
-    body, stat: NoisePolicy, secret: bytes | None, counts: list[int], others: list[int]
-) -> tuple[list[list[str]], list[float | None]]:
+    cells, stat: NoisePolicy, secret: bytes | None, count_of: list, counts: list, others: list
+) -> tuple[dict[int, list[str]], list[float | None]]:
     """ARMS: the three criteria of seed 003 C on the noisy magnitudes; counts by the
-    weighted-count criterion only (they carry no noise)."""
-    reasons: list[list[str]] = [[] for _ in body.cells]
-    values: list[float | None] = [None] * len(body.cells)
+    weighted-count criterion only (they carry no noise). The ids are factorized once, for
+    the check of one row per respondent and for the multipliers."""
+    reasons: dict[int, list[str]] = {}
     for i in counts:
-        if body.cells[i].count < stat.min_weighted_count:
-            reasons[i].append("weighted_count")
+        if count_of[i] < stat.min_weighted_count:
+            reasons[i] = ["weighted_count"]
     if not others:
-        return reasons, values
-    for i in others:
-        if body.cells[i].summary is not None:
-            raise RequestInputError(
-                "the noise approach needs each magnitude cell's "
-                "contributions with respondent ids, not a summary",
-                field="summary",
-                cell=i,
-            )
-    establishment, enterprise = _respondents(body.cells, others)
-    c = contributions_of(body.cells, others, "replicate")
-    _check_one_row_per_respondent(body.cells, c.cell, establishment, others)
+        return reasons, [None] * len(cells)
+    selected = cells if len(others) == len(cells) else [cells[i] for i in others]
+    summaries = list(map(_SUMMARY, selected))
+    if _given(summaries):
+        k = next(k for k, s in enumerate(summaries) if s is not None)
+        raise RequestInputError(
+            "the noise approach needs each magnitude cell's "
+            "contributions with respondent ids, not a summary",
+            field="summary",
+            cell=others[k],
+        )
+    establishment, holding = _respondents(selected, others)
+    est_ids, est_row = noise.factorize(establishment)
+    if holding is None:  # each respondent is its own enterprise
+        ent_ids, ent_row = est_ids, est_row
+    else:
+        ent_ids, ent_row = noise.factorize(
+            [r if h is None else h for r, h in zip(establishment, holding)]
+        )
+    c = contributions_of(cells, others, "replicate")
+    _check_one_row_per_respondent(cells, c.cell, est_row, len(est_ids), others)
     rules = qf.NoiseRules(
         stat.d,
         stat.jitter,
@@ -186,42 +251,41 @@ def _noise_screen(
         stat.min_weighted_count,
         stat.p,
     )
-    with core_errors(numbers=others, cells=body.cells):
+    with core_errors(numbers=others, cells=cells):
         m = magnitudes.from_contributions(
             len(others), c.cell, c.value, holding=c.holding, weight=c.weight, depth=2
         )
     # The noise's cells are contribution rows.
-    with core_errors(NOISE_FIELDS, numbers=ContributionRows(others, c.cell), cells=body.cells):
-        noisy = qf.add_noise(
-            len(others),
-            c.cell,
-            c.value,
-            c.weight,
-            enterprise,
-            establishment,
-            noise_key(secret),
-            rules,
+    with core_errors(NOISE_FIELDS, numbers=ContributionRows(others, c.cell), cells=cells):
+        key, d, jitter = noise.checked_params(noise_key(secret), rules.d, rules.jitter)
+        multipliers = noise.factorized_multipliers(
+            ent_ids, ent_row, est_ids, est_row, key, d, jitter
         )
+        noisy = qf.noisy_cells(len(others), c.cell, c.value, c.weight, multipliers)
     criteria = qf.noise_criteria(noisy, m, rules)
     for name in qf.CRITERIA:
         for j in np.flatnonzero(criteria[name]).tolist():
-            reasons[others[j]].append(name)
-    for j, v in enumerate(noisy.noisy_value.tolist()):
-        values[others[j]] = v
+            reasons.setdefault(others[j], []).append(name)
+    noisy_values = noisy.noisy_value.tolist()
+    if len(others) == len(cells):
+        return reasons, noisy_values
+    values: list[float | None] = [None] * len(cells)
+    for i, v in zip(others, noisy_values):
+        values[i] = v
     return reasons, values
 
 
 def _check_one_row_per_respondent(
-    cells, cell: np.ndarray, establishment: list[str], others: list[int]
+    cells, cell: np.ndarray, establishment: np.ndarray, n_establishments: int, others: list[int]
 ) -> None:
     """A respondent listed twice in one cell would count as two contributors for the
     p%-rule and the weighted count, so that one establishment could pass both and have
-    its noisy figure, and with it its multiplier, published: refused."""
-    distinct, number = noise.factorize(establishment)
-    ordered = np.sort(cell * len(distinct) + number)
+    its noisy figure, and with it its multiplier, published: refused. ``establishment``
+    is each row's number among the ``n_establishments`` distinct ids."""
+    ordered = np.sort(cell * n_establishments + establishment)
     repeated = ordered[1:][ordered[1:] == ordered[:-1]]
     if repeated.size:
-        i = others[int(repeated[0] // len(distinct))]
+        i = others[int(repeated[0] // n_establishments)]
         raise RequestInputError(
             "a respondent is listed twice in the cell; send its contributions summed",
             field=contribution_field(cells[i], "respondent"),
@@ -229,34 +293,56 @@ def _check_one_row_per_respondent(
         )
 
 
-def _missing_respondent(cell) -> str:
-    """The path of the first respondent the cell's contributions leave out."""
-    if cell.microdata is not None:
-        return "microdata.respondent"
-    return f"contributions.{[x.respondent for x in cell.contributions].index(None)}.respondent"
+def _no_respondent(i: int, path: str) -> RequestInputError:
+    return RequestInputError(
+        "the noise approach needs the respondent of every contribution", field=path, cell=i
+    )
 
 
-def _respondents(cells, index: list[int]) -> tuple[list[str], list[str]]:
-    """Establishment and enterprise id of every contribution of ``cells[i] for i in index``
-    (in :func:`.cells.contributions_of`'s order); a contribution's enterprise is its
-    holding, or itself."""
-    establishment: list[str] = []
-    enterprise: list[str] = []
-    for i in index:
-        micro = cells[i].microdata
-        if micro is not None:
-            ids, holdings = micro.respondent, micro.holding
-        else:
-            ids = [x.respondent for x in cells[i].contributions]
-            holdings = [x.holding for x in cells[i].contributions]
-        if ids is None or None in ids:
-            raise RequestInputError(
-                "the noise approach needs the respondent of every contribution",
-                field=_missing_respondent(cells[i]),
-                cell=i,
+def _respondents(selected: list, index: list[int]) -> tuple[list[str], list[str | None] | None]:
+    """Establishment id and holding of every contribution of the ``selected`` cells
+    (request numbers ``index``), in :func:`.cells.contributions_of`'s order; the holdings
+    are ``None`` when no contribution names one. Whole columns at once when every cell came
+    in one form."""
+    micro = microdata_of(selected)
+    if micro is not None and _given(micro) == len(micro):  # the online systems' form
+        ids = list(map(_RESPONDENT, micro))
+        if None in ids:  # lists and None: compared in C
+            raise _no_respondent(index[ids.index(None)], "microdata.respondent")
+        establishment = list(chain.from_iterable(ids))
+        holdings = list(map(_HOLDING, micro))
+        if holdings.count(None) == len(holdings):
+            return establishment, None
+        holding = list(
+            chain.from_iterable(
+                repeat(None, len(r)) if h is None else h for r, h in zip(ids, holdings)
             )
-        establishment += ids
-        enterprise += (
-            ids if holdings is None else [r if h is None else h for r, h in zip(ids, holdings)]
         )
-    return establishment, enterprise
+        return establishment, holding
+    if micro is None or not _given(micro):  # contribution objects only
+        rows = list(map(_CONTRIBUTIONS, selected))
+        flat = list(chain.from_iterable(rows))
+        establishment = list(map(_RESPONDENT, flat))
+        if None in establishment:
+            first = establishment.index(None)
+            sizes = np.cumsum(list(map(len, rows)))
+            k = int(np.searchsorted(sizes, first, side="right"))
+            j = first - (int(sizes[k - 1]) if k else 0)
+            raise _no_respondent(index[k], f"contributions.{j}.respondent")
+        holding = list(map(_HOLDING, flat))
+        return establishment, None if holding.count(None) == len(holding) else holding
+    establishment = []
+    mixed: list[str | None] = []
+    for k, cell in enumerate(selected):  # both forms in one answer: cell by cell
+        if cell.microdata is not None:
+            ids, holdings = cell.microdata.respondent, cell.microdata.holding
+            if ids is None:
+                raise _no_respondent(index[k], "microdata.respondent")
+            mixed += [None] * len(ids) if holdings is None else holdings
+        else:
+            ids = list(map(_RESPONDENT, cell.contributions))
+            if None in ids:
+                raise _no_respondent(index[k], f"contributions.{ids.index(None)}.respondent")
+            mixed += map(_HOLDING, cell.contributions)
+        establishment += ids
+    return establishment, None if mixed.count(None) == len(mixed) else mixed

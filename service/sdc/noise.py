@@ -36,11 +36,12 @@ Readings chosen:
   003 C, where the noise is likewise added to the microdata before any cell is computed)
   does not wash the noise out; another secret gives unrelated multipliers. Ids are
   hashed as the UTF-8 bytes of ``str(id)``.
-* The uniforms of the last :data:`CACHE_SIZE` ids are kept in process memory (an LRU
-  keyed by the secret's key, the personalisation and the id): an online query system asks
-  about the same respondents again and again, and the hash is most of the filter's
-  per-request work. The cache holds nothing the process does not already hold (the secret
-  itself), and a different secret misses it.
+* The uniforms of up to :data:`CACHE_SIZE` ids per key and personalisation are kept in
+  process memory (a dict per key and personalisation, emptied when full): an online query
+  system asks about the same respondents again and again, and the hash is most of the
+  filter's per-request work. A request whose ids are all known reads them in one pass at
+  C speed. The cache holds nothing the process does not already hold (the secret itself),
+  and a different secret misses it.
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ def factorize(ids: list[str]) -> tuple[list[str], np.ndarray]:
     """Distinct ids in order of first appearance, and each id's position among them (a
     dict does this in C; sorting strings with ``np.unique`` cost more than the hashing)."""
     distinct = list(dict.fromkeys(ids))
-    position = {rid: n for n, rid in enumerate(distinct)}
+    position = dict(zip(distinct, range(len(distinct))))
     return distinct, np.fromiter(map(position.__getitem__, ids), np.int64, len(ids))
 
 
@@ -95,11 +96,13 @@ def prf_key(secret: bytes) -> bytes:
     return secret if len(secret) <= 64 else hashlib.blake2b(secret).digest()
 
 
-#: Ids whose uniforms stay cached (about 100 bytes each).
+#: Ids whose uniforms stay cached per key and personalisation (about 100 bytes each).
 CACHE_SIZE = 1 << 18
+#: Keys and personalisations with a cache; more (a test's many secrets) start over.
+_CACHED_KEYS = 8
+_cache: dict[tuple[bytes, bytes], dict[str, float]] = {}
 
 
-@functools.lru_cache(maxsize=CACHE_SIZE)
 def _uniform(key: bytes, person: bytes, rid: str) -> float:
     """``F_person(key, rid)`` (keyed BLAKE2b, 8 bytes) read big-endian, its top 53 bits
     times ``2**-53``: a uniform on ``[0, 1)``."""
@@ -108,13 +111,30 @@ def _uniform(key: bytes, person: bytes, rid: str) -> float:
 
 
 def _uniforms(secret: bytes, person: bytes, ids: list[str]) -> np.ndarray:
-    """:func:`_uniform` of each id."""
+    """:func:`_uniform` of each id, from the cache when every id is in it."""
+    key = prf_key(secret)
+    cache = _cache.get((key, person))
+    if cache is None:
+        if len(_cache) >= _CACHED_KEYS:
+            _cache.clear()
+        cache = _cache[key, person] = {}
+    try:
+        return np.fromiter(map(cache.__getitem__, ids), np.float64, len(ids))
+    except KeyError:
+        pass
+    uniform = functools.partial(_uniform, key, person)
+    missing = [rid for rid in dict.fromkeys(ids) if rid not in cache]
+    if len(cache) + len(missing) > CACHE_SIZE:
+        cache.clear()  # (dict operations are atomic: pool threads may share it)
+    cache.update(zip(missing, map(uniform, missing)))
     return np.fromiter(
-        map(functools.partial(_uniform, prf_key(secret), person), ids), np.float64, len(ids)
+        (cache[rid] if rid in cache else uniform(rid) for rid in ids), np.float64, len(ids)
     )
 
 
-def _check_params(secret, d, jitter) -> tuple[bytes, float, float]:
+def checked_params(secret, d, jitter) -> tuple[bytes, float, float]:
+    """``secret``, ``d`` and ``jitter`` as :func:`multipliers` uses them; ``InputError``
+    naming the one out of range."""
     if not isinstance(secret, (bytes, bytearray)) or len(secret) == 0:
         raise InputError("secret must be non-empty bytes", field="secret")
     for name, v in (("d", d), ("jitter", jitter)):
@@ -198,22 +218,44 @@ def multipliers(
         raise InputError(
             f"{len(est)} establishment ids for {len(ent)} enterprise ids", field="establishment_ids"
         )
-    secret, d, jitter = _check_params(secret, d, jitter)
+    secret, d, jitter = checked_params(secret, d, jitter)
     est_uniq, est_inv = factorize(est)
-    ent_uniq, ent_inv = factorize(ent)
-    # One enterprise per establishment: the first enterprise seen for each establishment
-    # must be the enterprise of every row of it.
-    first_row = np.full(len(est_uniq), len(ent), dtype=np.int64)
-    np.minimum.at(first_row, est_inv, np.arange(len(ent)))
+    ent_uniq, ent_inv = (est_uniq, est_inv) if ent is est else factorize(ent)
+    return factorized_multipliers(ent_uniq, ent_inv, est_uniq, est_inv, secret, d, jitter)
+
+
+def factorized_multipliers(
+    ent_uniq: list[str],
+    ent_inv: np.ndarray,
+    est_uniq: list[str],
+    est_inv: np.ndarray,
+    secret: bytes,
+    d: float,
+    jitter: float,
+) -> np.ndarray:
+    """:func:`multipliers` of ids already factorized (:func:`factorize`: distinct ids as
+    text and each row's position among them), for callers that factorize them anyway
+    (the online filter); parameters as :func:`checked_params` returns them. When the
+    enterprises are the establishments themselves (``ent_inv is est_inv``) there is no
+    clash to look for."""
+    if ent_inv is not est_inv:
+        _check_one_enterprise(ent_inv, est_inv, len(est_uniq))
+    s = np.where(_uniforms(secret, _DIRECTION, ent_uniq) < 0.5, 1.0, -1.0)[ent_inv]
+    u = _uniforms(secret, _JITTER, est_uniq)[est_inv]
+    return 1.0 + s * (d + jitter * (2.0 * u - 1.0))
+
+
+def _check_one_enterprise(ent_inv: np.ndarray, est_inv: np.ndarray, n_est: int) -> None:
+    """One enterprise per establishment: the first enterprise seen for each establishment
+    must be the enterprise of every row of it."""
+    first_row = np.full(n_est, len(ent_inv), dtype=np.int64)
+    np.minimum.at(first_row, est_inv, np.arange(len(ent_inv)))
     clash = ent_inv != ent_inv[first_row[est_inv]]
     if clash.any():
         row = int(np.flatnonzero(clash)[0])
         raise InputError(
             "an establishment is listed under two enterprises", field="enterprise_ids", cell=row
         )
-    s = np.where(_uniforms(secret, _DIRECTION, ent_uniq) < 0.5, 1.0, -1.0)[ent_inv]
-    u = _uniforms(secret, _JITTER, est_uniq)[est_inv]
-    return 1.0 + s * (d + jitter * (2.0 * u - 1.0))
 
 
 def apply_noise(values, multipliers) -> np.ndarray:

@@ -216,8 +216,17 @@ def add_noise(
     ``X' = sum_i m_i w_i x_i`` (seed 003 B.4: the noise in a cell is the sum of its
     establishments' noise).
     """
-    w = np.ones_like(value) if weight is None else weight
     m = noise.multipliers(enterprise, establishment, secret, rules.d, rules.jitter)
+    return noisy_cells(n_cells, cell, value, weight, m)
+
+
+def noisy_cells(
+    n_cells: int, cell: np.ndarray, value: np.ndarray, weight: np.ndarray | None, m: np.ndarray
+) -> NoisyCells:
+    """:func:`add_noise` with each contribution's multiplier ``m`` given (for a caller that
+    computed them from ids it had already factorized:
+    :func:`service.sdc.noise.factorized_multipliers`)."""
+    w = np.ones_like(value) if weight is None else weight
     weighted = w * value
     return NoisyCells(
         true_value=_cell_sums(cell, weighted, n_cells),
