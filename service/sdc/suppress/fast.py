@@ -138,6 +138,12 @@ def remove_superfluous(
     attack (:meth:`Cheapest.support` within the pattern), then on the whole table."""
     levels = requirements(p)
     witness = list(witness)
+    # Which requirements' witnesses use each cell, so that a candidate visits only those
+    # (scanning every witness per candidate was 1.7 of 8 s on 100x100 hier).
+    users: dict[int, set[int]] = {}
+    for k, cells in enumerate(witness):
+        for c in np.asarray(cells).tolist():
+            users.setdefault(c, set()).add(k)
     candidates = np.flatnonzero(y & ~p.forced)
     ticker = _Ticker()
     log.info("clean-up: start, %d candidate cells", len(candidates))
@@ -153,9 +159,8 @@ def remove_superfluous(
         trial = y.copy()
         trial[j] = False
         renewed, ok, attacker_set = {}, True, False
-        for k, (i, sense, level) in enumerate(levels):
-            if j not in witness[k]:
-                continue
+        for k in sorted(users.get(j, ())):
+            i, sense, level = levels[k]
             if highs.now() > deadline:
                 ok = False  # not confirmed in time: the cell stays suppressed
                 break
@@ -193,7 +198,11 @@ def remove_superfluous(
             y = trial
             removed += 1
             for k, support in renewed.items():
+                for c in np.asarray(witness[k]).tolist():
+                    users[c].discard(k)
                 witness[k] = support
+                for c in np.asarray(support).tolist():
+                    users.setdefault(c, set()).add(k)
     att.set_pattern(y)
     log.info(
         "clean-up: end, %d of %d candidates tried, %d removed, %d cells suppressed",
