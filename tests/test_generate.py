@@ -98,7 +98,12 @@ def test_rules_find_sensitive_leaves_and_some_margins():
 def test_sizes_of_the_presets():
     cells = {
         name: int(
-            np.prod([n + 1 + (g or 0) for n, g in zip(kw["shape"], kw.get("groups") or [None] * 3)])
+            np.prod(
+                [
+                    n + 1 + (g or 0)
+                    for n, g in zip(kw["shape"], kw.get("groups") or [None] * len(kw["shape"]))
+                ]
+            )
         )
         for name, kw in gen.SIZES.items()
     }
@@ -108,6 +113,8 @@ def test_sizes_of_the_presets():
         "60x60 hier": 4_489,
         "100x100 hier": 12_321,
         "20x20x10": 4_851,
+        "10x10x5": 726,
+        "8x6x5x4": 1_890,
         "250x200": 50_451,
         "250x200 sparse": 50_451,
     }
