@@ -71,6 +71,7 @@ def test_noise_criteria_by_hand():
         true_value=np.array([1000.0, 1000, 1400, 100]),
         noisy_value=np.array([1050.0, 1090, 1400 * 0.96, 107]),
         weighted_count=np.array([3.0, 3, 4, 2]),
+        noise_left=np.array([50.0, 90, 1400 * 0.04, 7]),
     )
     got = qf.noise_criteria(cells, m, NOISE)
     assert got["p_percent_noise"].tolist() == [True, False, False, False]
@@ -80,7 +81,7 @@ def test_noise_criteria_by_hand():
 
 def test_zero_cell_has_ratio_one():
     m = _magnitudes([[0.0, 0.0, 0.0]])
-    cells = qf.NoisyCells(np.zeros(1), np.zeros(1), np.array([3.0]))
+    cells = qf.NoisyCells(np.zeros(1), np.zeros(1), np.array([3.0]), np.zeros(1))
     got = qf.noise_criteria(cells, m, NOISE)
     assert not any(v.any() for v in got.values())
 

@@ -284,7 +284,8 @@ def intruder_noise(
     of the cell (``D_r``: ``r``'s noise in the cell, over every leaf below it); for ``c >
     1`` also at most ``|D|`` minus the ``c`` largest ``|D_r|`` (a lower bound on what any
     coalition of ``c`` leaves, triangle inequality: conservative). A cell of one unit is
-    hidden by ``|D|`` (the intruder is an outsider)."""
+    hidden by ``|D|`` (the intruder is an outsider). The bound itself is
+    :func:`service.sdc.noise.noise_left`, shared with the online filter."""
     out = np.full(members.shape[0], np.nan)
     cells = np.flatnonzero(sensitive)
     if not cells.size:
@@ -295,35 +296,15 @@ def intruder_noise(
     per_value = sp.csr_matrix((weighted, (cell_of_row, unit)), shape=shape)
     present = sp.csr_matrix((np.ones(unit.size), (cell_of_row, unit)), shape=shape)
     sub = members[cells]
-    noise_u, value_u, present_u = (sp.csr_matrix(sub @ m) for m in (per_noise, per_value, present))
-    for m in (noise_u, value_u, present_u):
-        m.sort_indices()
-    for i, cell in enumerate(cells):
-        total = float(noise_of_cell[cell])
-        units = present_u.indices[present_u.indptr[i] : present_u.indptr[i + 1]]
-        if units.size <= 1:
-            out[cell] = abs(total)
-            continue
-        vals = _row_values(value_u, i, units)
-        others = units[np.arange(units.size) != int(np.argmax(vals))]
-        own = _row_values(noise_u, i, others)
-        left = min(abs(total), float(np.abs(total - own).min()))
-        if c > 1:
-            top = np.sort(np.abs(own))[::-1][:c].sum()
-            left = min(left, max(abs(total) - float(top), 0.0))
-        out[cell] = left
-    return out
-
-
-def _row_values(m: sp.csr_matrix, row: int, columns: np.ndarray) -> np.ndarray:
-    """``m[row, columns]`` of a CSR matrix with sorted indices (0 where absent)."""
-    lo, hi = m.indptr[row], m.indptr[row + 1]
-    idx, data = m.indices[lo:hi], m.data[lo:hi]
-    out = np.zeros(columns.size)
-    if idx.size:
-        at = np.minimum(np.searchsorted(idx, columns), idx.size - 1)
-        hit = idx[at] == columns
-        out[hit] = data[at[hit]]
+    # (cell, unit) rows: every unit present below each sensitive cell, in unit order.
+    rows = sp.csr_matrix(sub @ present)
+    rows.sort_indices()
+    pairs = rows.tocoo()
+    noise_u = np.asarray(sp.csr_matrix(sub @ per_noise)[pairs.row, pairs.col]).ravel()
+    value_u = np.asarray(sp.csr_matrix(sub @ per_value)[pairs.row, pairs.col]).ravel()
+    out[cells] = noise.noise_left(
+        pairs.row, value_u, noise_u, np.asarray(noise_of_cell)[cells], cells.size, c
+    )
     return out
 
 

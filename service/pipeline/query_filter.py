@@ -141,7 +141,9 @@ def _statistical_filter(
         reasons = _refuse_screen(cells, rules, stat.count_threshold, count_of, counts, others)
         values = None
     else:
-        reasons, values = _noise_screen(cells, stat, secret, count_of, counts, others)
+        reasons, values = _noise_screen(
+            cells, stat, _coalition(rules), secret, count_of, counts, others
+        )
     stopped = len(reasons)
     decision, refusal = qf.decide(np.array(stopped > 0), stat.approach)
     if refusal is not None:
@@ -211,12 +213,27 @@ def _core_rules(rules: RuleSet) -> tuple[primary.RuleSet, list[str]]:
     return ruleset, labels
 
 
+def _coalition(rules: RuleSet | None) -> int:
+    """The profile's p%-rule coalition ``c`` (the largest if several; 1 without one): the
+    intruders criterion 3 protects against (:func:`service.sdc.noise.noise_left`)."""
+    if rules is None:
+        return 1
+    return max([int(getattr(r, "c", 1)) for r in rules.rules if r.type == "p_percent"] + [1])
+
+
 def _noise_screen(
-    cells, stat: NoisePolicy, secret: bytes | None, count_of: list, counts: list, others: list
+    cells,
+    stat: NoisePolicy,
+    coalition: int,
+    secret: bytes | None,
+    count_of: list,
+    counts: list,
+    others: list,
 ) -> tuple[dict[int, list[str]], list[float | None]]:
     """ARMS: the three criteria of seed 003 C on the noisy magnitudes; counts by the
     weighted-count criterion only (they carry no noise). The ids are factorized once, for
-    the check of one row per respondent and for the multipliers."""
+    the check of one row per respondent, for the multipliers and for the units (holdings,
+    as the p%-rule counts them) of the noise left to an intruder."""
     reasons: dict[int, list[str]] = {}
     for i in counts:
         if count_of[i] < stat.min_weighted_count:
@@ -250,10 +267,16 @@ def _noise_screen(
         stat.ratio_range[1],
         stat.min_weighted_count,
         stat.p,
+        coalition,
     )
     with core_errors(numbers=others, cells=cells):
         m = magnitudes.from_contributions(
-            len(others), c.cell, c.value, holding=c.holding, weight=c.weight, depth=2
+            len(others),
+            c.cell,
+            c.value,
+            holding=c.holding,
+            weight=c.weight,
+            depth=coalition + 1,
         )
     # The noise's cells are contribution rows.
     with core_errors(NOISE_FIELDS, numbers=ContributionRows(others, c.cell), cells=cells):
@@ -261,7 +284,9 @@ def _noise_screen(
         multipliers = noise.factorized_multipliers(
             ent_ids, ent_row, est_ids, est_row, key, d, jitter
         )
-        noisy = qf.noisy_cells(len(others), c.cell, c.value, c.weight, multipliers)
+        noisy = qf.noisy_cells(
+            len(others), c.cell, c.value, c.weight, multipliers, ent_row, coalition
+        )
     criteria = qf.noise_criteria(noisy, m, rules)
     for name in qf.CRITERIA:
         for j in np.flatnonzero(criteria[name]).tolist():

@@ -304,3 +304,79 @@ def apply_noise(values, multipliers) -> np.ndarray:
             "multiplier must be > 0", field="multipliers", cell=int(np.flatnonzero(bad)[0])
         )
     return v * m
+
+
+def noise_left(
+    cell_of_row: np.ndarray,
+    unit_value: np.ndarray,
+    unit_noise: np.ndarray,
+    total_noise: np.ndarray,
+    n_cells: int,
+    c: int = 1,
+) -> np.ndarray:
+    """The noise that still hides each cell's largest unit from an intruder who knows its
+    own noise (seed 003 B.4 multipliers, used by the noisy tables and the online filter of
+    seed 003 C).
+
+    Why: the multipliers are keyed on the respondent alone (the direction on the
+    enterprise, the jitter on the establishment), so a respondent has one multiplier in
+    every cell, table and query. A cell it makes up alone publishes ``m x``; it knows
+    ``x``, so it learns ``m``, and in any other cell it subtracts its noisy contribution
+    exactly: its own noise no longer hides the largest contributor. Reading chosen (seed
+    003 B.4 and C fix the noise per respondent; neither says what a respondent knows of
+    it): every unit is assumed to know its own noise in every cell; a cell's noise is the
+    sum of its units' noise, ``D = sum_r D_r``.
+
+    The bound: the largest unit (by value; among equal values the first row of the cell)
+    is protected against a coalition of up to ``c`` other units (seed 003 B.1.a). For
+    ``c = 1`` the noise left is ``min(|D|, min_r |D - D_r|)`` over the other units ``r``;
+    for ``c > 1`` also at most ``max(|D| - sum of the c largest |D_r|, 0)`` (a lower bound on
+    what any coalition of ``c`` leaves, by the triangle inequality: conservative). A cell of
+    one unit (or none) is hidden by ``|D|``: the intruder is an outsider.
+
+    Parameters
+    ----------
+    cell_of_row : ndarray of int, shape (k,)
+        Cell of each (cell, unit) row; one row per unit present in a cell.
+    unit_value, unit_noise : ndarray of float, shape (k,)
+        The unit's value (to find the largest) and its noise ``D_r`` in the cell.
+    total_noise : ndarray of float, shape (n_cells,)
+        ``D`` per cell.
+    n_cells : int
+    c : int
+        Largest intruder coalition (the p%-rule's ``c``), ``>= 1``.
+
+    Returns
+    -------
+    ndarray of float, shape (n_cells,)
+        The noise left per cell (``>= 0``), vectorised over the rows (no loop over cells).
+    """
+    cell_of_row = np.asarray(cell_of_row, np.int64)
+    total = np.abs(np.asarray(total_noise, np.float64))
+    left = total.copy()
+    if not cell_of_row.size:
+        return left
+    # Rows by cell, then value descending (stable: ties keep row order, so the first of
+    # equal largest values is the target).
+    order = np.lexsort((-np.asarray(unit_value, np.float64), cell_of_row))
+    cell = cell_of_row[order]
+    own = np.asarray(unit_noise, np.float64)[order]
+    size = np.bincount(cell, minlength=n_cells)
+    start = np.concatenate(([0], np.cumsum(size)[:-1]))
+    rank = np.arange(cell.size) - start[cell]
+    other = (rank > 0) & (size[cell] > 1)
+    cell, own = cell[other], own[other]
+    if not cell.size:
+        return left
+    gap = np.full(n_cells, np.inf)
+    np.minimum.at(gap, cell, np.abs(np.asarray(total_noise, np.float64)[cell] - own))
+    left = np.minimum(left, gap)
+    if c > 1:
+        by_size = np.lexsort((-np.abs(own), cell))
+        cell_s, own_s = cell[by_size], np.abs(own[by_size])
+        n_other = np.bincount(cell_s, minlength=n_cells)
+        first = np.concatenate(([0], np.cumsum(n_other)[:-1]))
+        top = (np.arange(cell_s.size) - first[cell_s]) < c
+        largest = np.bincount(cell_s[top], own_s[top], minlength=n_cells)
+        left = np.minimum(left, np.maximum(total - largest, 0.0))
+    return left

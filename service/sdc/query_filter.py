@@ -29,10 +29,15 @@ Readings chosen:
   that fails gives the refusal reason.
 * ARMS criterion 3, "the cell fails the p-percent rule and has insufficient noise to
   protect the actual value": the p%-rule's upper protection level
-  ``U = p/100 x_1 - (X - x_1 - x_2)`` (seed 000, table "Upper protection levels") is the
-  uncertainty about ``x_1`` the second largest contributor still lacks; the noise in the
-  published cell, ``|X' - X|``, adds that much uncertainty. The cell is suppressed when
-  ``U > 0`` and ``|X' - X| < U``, i.e. when the noise does not make up the shortfall.
+  ``U = p/100 x_1 - (X - x_1 - ... - x_{c+1})`` (seed 000, table "Upper protection
+  levels"; ``c`` the profile's p%-rule coalition, 1 without one) is the uncertainty about
+  ``x_1`` the coalition still lacks. The noise that hides ``x_1`` from it is not the whole
+  ``|X' - X|``: the multipliers are keyed on the respondent alone, so a respondent that
+  makes up a published cell alone reads its own multiplier off it and in every other cell
+  subtracts its own noise exactly. The noise counted is
+  :func:`service.sdc.noise.noise_left` (``min(|D|, min_r |D - D_r|)`` over the other units
+  ``r`` for ``c = 1``, units being holdings as the p%-rule counts them), and the cell is
+  suppressed when ``U > 0`` and that noise is below ``U``.
 * ARMS criterion 2, "the weighted farm count for a cell is small": suppressed when the sum
   of the sampling weights of its contributions (its number of contributions if
   unweighted) is below ``min_weighted_count``; a count cell (no contributions) is judged
@@ -174,6 +179,8 @@ class NoiseRules:
         Criterion 2: least weighted count of a published cell.
     p : float
         Criterion 3: the p%-rule's ``p`` (percent).
+    c : int
+        Criterion 3: the largest intruder coalition (the profile's p%-rule ``c``).
     """
 
     d: float
@@ -182,6 +189,7 @@ class NoiseRules:
     ratio_high: float
     min_weighted_count: float
     p: float
+    c: int = 1
 
 
 @dataclass(frozen=True)
@@ -192,11 +200,16 @@ class NoisyCells:
     ----------
     true_value, noisy_value, weighted_count : ndarray, shape (m,)
         ``X = sum w x``, ``X' = sum m w x`` and ``sum w`` per cell.
+    noise_left : ndarray, shape (m,)
+        The noise that still hides the cell's largest unit from a coalition that knows its
+        own noise (:func:`service.sdc.noise.noise_left`); ``|X' - X|`` only for a cell of
+        one unit.
     """
 
     true_value: np.ndarray
     noisy_value: np.ndarray
     weighted_count: np.ndarray
+    noise_left: np.ndarray
 
 
 def add_noise(
@@ -214,24 +227,50 @@ def add_noise(
     The multiplier of each establishment comes from :func:`service.sdc.noise.multipliers`
     (keyed by the secret, so it is the same in every query); the noisy cell is
     ``X' = sum_i m_i w_i x_i`` (seed 003 B.4: the noise in a cell is the sum of its
-    establishments' noise).
+    establishments' noise). The unit an intruder is counted as is the enterprise
+    (holding), as the p%-rule counts respondents.
     """
     m = noise.multipliers(enterprise, establishment, secret, rules.d, rules.jitter)
-    return noisy_cells(n_cells, cell, value, weight, m)
+    unit = noise.factorize(noise._ids(enterprise, "enterprise_ids"))[1]
+    return noisy_cells(n_cells, cell, value, weight, m, unit, rules.c)
 
 
 def noisy_cells(
-    n_cells: int, cell: np.ndarray, value: np.ndarray, weight: np.ndarray | None, m: np.ndarray
+    n_cells: int,
+    cell: np.ndarray,
+    value: np.ndarray,
+    weight: np.ndarray | None,
+    m: np.ndarray,
+    unit: np.ndarray,
+    c: int,
 ) -> NoisyCells:
-    """:func:`add_noise` with each contribution's multiplier ``m`` given (for a caller that
-    computed them from ids it had already factorized:
-    :func:`service.sdc.noise.factorized_multipliers`)."""
+    """:func:`add_noise` with each contribution's multiplier ``m`` and unit number ``unit``
+    (its holding's, or its own without one) given, for a caller that computed them from ids
+    it had already factorized (:func:`service.sdc.noise.factorized_multipliers`).
+
+    The (cell, unit) rows of :func:`service.sdc.noise.noise_left` come from one sort of
+    ``cell * n_units + unit`` (vectorised: the filter's hot path has no loop per cell)."""
     w = np.ones_like(value) if weight is None else weight
     weighted = w * value
+    noisy_w = noise.apply_noise(weighted, m)
+    moved = noisy_w - weighted
+    true = _cell_sums(cell, weighted, n_cells)
+    noisy = _cell_sums(cell, noisy_w, n_cells)
+    total = noisy - true
+    n_units = int(unit.max()) + 1 if unit.size else 1
+    pair, row = np.unique(cell * n_units + unit, return_inverse=True)
     return NoisyCells(
-        true_value=_cell_sums(cell, weighted, n_cells),
-        noisy_value=_cell_sums(cell, noise.apply_noise(weighted, m), n_cells),
+        true_value=true,
+        noisy_value=noisy,
         weighted_count=_cell_sums(cell, w, n_cells),
+        noise_left=noise.noise_left(
+            pair // n_units,
+            np.bincount(row, weighted, minlength=pair.size),
+            np.bincount(row, moved, minlength=pair.size),
+            total,
+            n_cells,
+            c,
+        ),
     )
 
 
@@ -259,16 +298,16 @@ def noise_criteria(cells: NoisyCells, m: Magnitudes, rules: NoiseRules) -> dict[
     dict of str to ndarray of bool
         ``"noise_ratio"``: ``X'/X`` outside ``[ratio_low, ratio_high]`` (criterion 1);
         ``"weighted_count"``: ``sum w < min_weighted_count`` (criterion 2);
-        ``"p_percent_noise"``: ``U > 0`` and ``|X' - X| < U`` with ``U`` the p%-rule's
-        upper protection level (criterion 3; see the module docstring).
+        ``"p_percent_noise"``: ``U > 0`` and the noise left below ``U``, ``U`` the
+        p%-rule's upper protection level (criterion 3; see the module docstring).
     """
     x, xn = cells.true_value, cells.noisy_value
     ratio = np.divide(xn, x, out=np.ones_like(x), where=x != 0)
-    shortfall = PPercent(rules.p).upper_protection(m)
+    shortfall = PPercent(rules.p, rules.c).upper_protection(m)
     return {
         "noise_ratio": (ratio < rules.ratio_low) | (ratio > rules.ratio_high),
         "weighted_count": cells.weighted_count < rules.min_weighted_count,
-        "p_percent_noise": (shortfall > 0) & (np.abs(xn - x) < shortfall),
+        "p_percent_noise": (shortfall > 0) & (cells.noise_left < shortfall),
     }
 
 
