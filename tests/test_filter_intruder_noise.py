@@ -42,6 +42,11 @@ def test_coalitions_by_hand():
     args = (np.zeros(3, np.int64), np.array([100.0, 30, 20]), np.array([10.0, -3, 2]))
     for c, want in ((1, 7.0), (2, 4.0), (3, 4.0)):
         assert noise.noise_left(*args, np.array([9.0]), 1, c).tolist() == [want]
+    # Two units share the largest value (100, noises +10 and -4), a third 20 (+1), D = 7:
+    # either large one may be the target and the other the intruder, so both are
+    # subtracted: min(7, |7 - 10|, |7 + 4|, |7 - 1|) = 3 (with the first alone as target, 6).
+    tied = (np.zeros(3, np.int64), np.array([100.0, 100, 20]), np.array([10.0, -4, 1]))
+    assert noise.noise_left(*tied, np.array([7.0]), 1).tolist() == [3.0]
     # Empty and single-unit cells: |D|.
     got = noise.noise_left(
         np.array([1]), np.array([5.0]), np.array([2.0]), np.array([-3.0, 2.0]), 2
@@ -56,8 +61,9 @@ def _loop(cell, value, own, total, n_cells, c):
         rows = np.flatnonzero(cell == k)
         if rows.size <= 1:
             continue
-        target = rows[int(np.argmax(value[rows]))]
-        others = own[rows[rows != target]]
+        largest = value[rows] == value[rows].max()
+        # A shared largest value: each is a target, none is left out of the intruders.
+        others = own[rows] if largest.sum() > 1 else own[rows[~largest]]
         left = min(abs(total[k]), float(np.abs(total[k] - others).min()))
         if c > 1:
             top = float(np.sort(np.abs(others))[::-1][:c].sum())

@@ -327,8 +327,9 @@ def noise_left(
     it): every unit is assumed to know its own noise in every cell; a cell's noise is the
     sum of its units' noise, ``D = sum_r D_r``.
 
-    The bound: the largest unit (by value; among equal values the first row of the cell)
-    is protected against a coalition of up to ``c`` other units (seed 003 B.1.a). For
+    The bound: the largest unit (by value) is protected against a coalition of up to
+    ``c`` other units (seed 003 B.1.a); when several units share the largest value each
+    is a target, so none of them is left out of the intruders (the cautious reading). For
     ``c = 1`` the noise left is ``min(|D|, min_r |D - D_r|)`` over the other units ``r``;
     for ``c > 1`` also at most ``max(|D| - sum of the c largest |D_r|, 0)`` (a lower bound on
     what any coalition of ``c`` leaves, by the triangle inequality: conservative). A cell of
@@ -356,15 +357,20 @@ def noise_left(
     left = total.copy()
     if not cell_of_row.size:
         return left
-    # Rows by cell, then value descending (stable: ties keep row order, so the first of
-    # equal largest values is the target).
+    # Rows by cell, then value descending: the first row of a cell is its largest unit.
     order = np.lexsort((-np.asarray(unit_value, np.float64), cell_of_row))
     cell = cell_of_row[order]
     own = np.asarray(unit_noise, np.float64)[order]
+    value = np.asarray(unit_value, np.float64)[order]
     size = np.bincount(cell, minlength=n_cells)
     start = np.concatenate(([0], np.cumsum(size)[:-1]))
     rank = np.arange(cell.size) - start[cell]
-    other = (rank > 0) & (size[cell] > 1)
+    # A largest value shared by two units: either is the target, the other an intruder,
+    # so the first row counts among the intruders as well.
+    tied = np.zeros(n_cells, bool)
+    several = np.flatnonzero(size > 1)
+    tied[several] = value[start[several] + 1] == value[start[several]]
+    other = ((rank > 0) | tied[cell]) & (size[cell] > 1)
     cell, own = cell[other], own[other]
     if not cell.size:
         return left
