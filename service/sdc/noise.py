@@ -59,7 +59,7 @@ _DIRECTION = b"direction"
 _JITTER = b"jitter"
 
 
-def _ids(ids, name: str) -> list[str]:
+def checked_ids(ids, name: str) -> list[str]:
     """Ids as a list of str; ``InputError`` naming ``name`` otherwise."""
     if isinstance(ids, (str, bytes)) or not isinstance(ids, (Sequence, np.ndarray)):
         raise InputError(f"{name} must be a list of ids", field=name)
@@ -168,7 +168,7 @@ def directions(enterprise_ids, secret: bytes) -> np.ndarray:
     -------
     ndarray of float, shape (n,)
     """
-    ent = _ids(enterprise_ids, "enterprise_ids")
+    ent = checked_ids(enterprise_ids, "enterprise_ids")
     if not isinstance(secret, (bytes, bytearray)) or len(secret) == 0:
         raise InputError("secret must be non-empty bytes", field="secret")
     uniq, inverse = factorize(ent)
@@ -212,8 +212,8 @@ def multipliers(
         two enterprises (``cell`` is its position); ``"secret"``, ``"d"``, ``"jitter"`` for
         parameters out of range.
     """
-    ent = _ids(enterprise_ids, "enterprise_ids")
-    est = _ids(establishment_ids, "establishment_ids")
+    ent = checked_ids(enterprise_ids, "enterprise_ids")
+    est = checked_ids(establishment_ids, "establishment_ids")
     if len(ent) != len(est):
         raise InputError(
             f"{len(est)} establishment ids for {len(ent)} enterprise ids", field="establishment_ids"

@@ -231,7 +231,7 @@ def add_noise(
     (holding), as the p%-rule counts respondents.
     """
     m = noise.multipliers(enterprise, establishment, secret, rules.d, rules.jitter)
-    unit = noise.factorize(noise._ids(enterprise, "enterprise_ids"))[1]
+    unit = noise.factorize(noise.checked_ids(enterprise, "enterprise_ids"))[1]
     return noisy_cells(n_cells, cell, value, weight, m, unit, rules.c)
 
 

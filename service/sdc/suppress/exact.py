@@ -357,13 +357,9 @@ def _repair(
     for i, sense, level in requirements(p):
         if highs.now() >= until:
             return None
-        found = cheapest.deviations.meeting(i, sense, level, y, p.room_up, p.room_down)
-        if found is None:
-            found, outcome = cheapest.support(
-                i, sense, level, y, p.room_up, p.room_down, within_pattern=True
-            )
-            if outcome != "optimal":
-                found = None
+        found, outcome = cheapest.attack(i, sense, level, y, p.room_up, p.room_down)
+        if outcome != "optimal":
+            found = None
         if found is None:
             if not attacked:
                 att.set_pattern(y)

@@ -78,13 +78,7 @@ def protect(p: SearchProblem, att: Attacker, cheapest: Cheapest):
             )
         # Already protected by earlier suppressions: a deviation found before, a local
         # attack, then the whole table's.
-        attack = cheapest.deviations.meeting(i, sense, level, y, p.room_up, p.room_down)
-        if attack is not None:
-            witness.append(attack)
-            continue
-        attack, outcome = cheapest.support(
-            i, sense, level, y, p.room_up, p.room_down, within_pattern=True
-        )
+        attack, outcome = cheapest.attack(i, sense, level, y, p.room_up, p.room_down)
         if outcome == "optimal":
             witness.append(attack)
             continue
@@ -164,13 +158,7 @@ def remove_superfluous(
             if highs.now() > deadline:
                 ok = False  # not confirmed in time: the cell stays suppressed
                 break
-            attack = cheapest.deviations.meeting(i, sense, level, trial, p.room_up, p.room_down)
-            if attack is not None:
-                renewed[k] = attack
-                continue
-            attack, outcome = cheapest.support(
-                i, sense, level, trial, p.room_up, p.room_down, within_pattern=True
-            )
+            attack, outcome = cheapest.attack(i, sense, level, trial, p.room_up, p.room_down)
             if outcome == "optimal":
                 renewed[k] = attack
                 continue

@@ -233,6 +233,23 @@ class Cheapest:
             return None, "infeasible" if tried else "untried"
         return self._solve(None, i, sense, level, allowed, unit, room_up, room_down)
 
+    def attack(
+        self,
+        i: int,
+        sense: float,
+        level: float,
+        y: np.ndarray,
+        room_up: np.ndarray,
+        room_down: np.ndarray,
+    ):
+        """An attack within pattern ``y`` that meets ``(i, sense, level)``: a kept
+        deviation (no LP), else :meth:`support` with ``within_pattern``; (cells, outcome)
+        as there."""
+        kept = self.deviations.meeting(i, sense, level, y, room_up, room_down)
+        if kept is not None:
+            return kept, "optimal"
+        return self.support(i, sense, level, y, room_up, room_down, within_pattern=True)
+
     def _solve(self, cells, i, sense, level, allowed, unit, room_up, room_down, key=None):
         """The cheapest-complement LP over ``cells`` (all when ``None``), the other cells
         held at their values; ``key`` keeps the model for later requirements."""
