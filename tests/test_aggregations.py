@@ -507,3 +507,134 @@ def test_audit_reuses_the_groups_the_fast_method_proved(monkeypatch):
     other[np.flatnonzero(~y & p.allowed & (p.a.T @ (p.a @ y) > 0))[0]] = True
     audit_pattern(p.table, other, time_limit=60, proven=set(proven))
     assert len(decided) == 2
+
+
+# -- batched judgement (issue 16) -------------------------------------------------------
+
+
+def _groups(case: Case, suppressed: np.ndarray, screen_only: bool = False):
+    import scipy.sparse as sp
+
+    from service.sdc import aggregations
+
+    work = aggregations._Work(
+        sp.csr_matrix(case.t.relations, dtype=float),
+        aggregations.atom_map(case.t, case.source),
+        np.asarray(case.values, float),
+        suppressed,
+        case.source,
+        float("inf"),
+        screen_only,
+    )
+    return list(work.groups())
+
+
+def _same(a, b) -> bool:
+    if a is None or b is None:
+        return a is b
+    return (
+        np.array_equal(a.cells, b.cells)
+        and np.array_equal(a.coefficients, b.coefficients)
+        and a.value == b.value
+        and (a.rule, a.measure, a.found_by) == (b.rule, b.measure, b.found_by)
+        and np.array_equal(a.relations, b.relations)
+        and np.array_equal(a.multipliers, b.multipliers)
+        and np.array_equal(a.atoms, b.atoms)
+    )
+
+
+def test_batched_judgement_of_table_3_row_by_row():
+    """Seed 002 Table 3 with {A,I, A,III, A,T, B,I, B,III} suppressed (one group): the
+    multipliers publishing A,I + A,III = 250 (measure 150, as in the first test above),
+    the same scaled by -2 (one aggregation up to a factor), a duplicate, ``mu = 0`` and
+    column I alone (A,I + B,I = 350: respondents 100, 100, 90, 60, S = -5 x 350 + 6 x 100
+    + 5 x 100 = -650, safe) are judged in one batch: each row gets its own verdict, the
+    one a batch of that row alone gives."""
+    case = table_3()
+    pattern = case.mask([("A", "I"), ("A", "III"), ("A", "T"), ("B", "I"), ("B", "III")])
+    (group,) = _groups(case, pattern)
+    # mu with lambda = sub^T mu = 1 on A,I and A,III, 0 on the other suppressed cells.
+    lam_t = group.sub.T.toarray()
+    cells = np.flatnonzero(pattern)[group.members]
+    target = np.isin(cells, [case.t.cell_index(("A", "I")), case.t.cell_index(("A", "III"))])
+    mu, *_ = np.linalg.lstsq(lam_t, target.astype(float), rcond=None)
+    assert np.allclose(lam_t @ mu, target)
+    rows = case.t.relations.toarray()[group.rows]
+    col_i = np.flatnonzero(
+        (np.abs(rows[:, [case.t.cell_index(("A", "I")), case.t.cell_index(("B", "I"))]]) > 0).all(
+            axis=1
+        )
+        & (np.abs(rows[:, case.t.cell_index(("A", "III"))]) == 0)
+    )
+    assert len(col_i) == 1
+    single = np.zeros(len(group.rows))
+    single[col_i] = 1.0
+    batch = np.stack([np.zeros_like(mu), mu, mu, -2.0 * mu, single])
+    got = group._judge_rows(batch, "screen")
+    assert got[0] is None and got[4] is None
+    assert got[1] is not None
+    assert case.keys(got[1].cells) == [("A", "I"), ("A", "III")]
+    assert got[1].value == pytest.approx(250.0) and got[1].measure == pytest.approx(150.0)
+    assert _same(got[1], got[2]) and _same(got[1], got[3])
+    for row, found in zip(batch, got):
+        assert _same(group._judge(row, "screen"), found)
+    assert _same(group._judge(batch, "screen"), got[1])  # the best of the batch
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data(), table=small_tables())
+def test_batched_judgement_matches_one_row_at_a_time(data, table):
+    """``_judge_rows`` on a batch of multipliers (with duplicates and zero rows) gives
+    every row the verdict a batch of that row alone gives, and ``_judge`` the first row
+    of the largest measure: the screen-only check judges its anchors' multipliers in
+    batches (issue 16) and must reach the same witnesses."""
+    case, _ = table
+    n = case.t.n_cells
+    suppressed = np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)))
+    assume(suppressed.sum() >= 2)
+    groups = _groups(case, suppressed)
+    assume(groups)
+    group = data.draw(st.sampled_from(groups))
+    n_rel = len(group.rows)
+    k = data.draw(st.integers(1, 6))
+    mu = np.array(
+        data.draw(
+            st.lists(
+                st.lists(st.integers(-2, 2), min_size=n_rel, max_size=n_rel),
+                min_size=k,
+                max_size=k,
+            )
+        ),
+        dtype=float,
+    )
+    mu = np.vstack([mu, mu[:1], np.zeros((1, n_rel))])
+    got = group._judge_rows(mu, "screen")
+    one = [group._judge(row, "screen") for row in mu]
+    assert all(_same(a, b) for a, b in zip(got, one))
+    event(f"sensitive rows: {sum(a is not None for a in got) > 0}")
+    best = None
+    for a in one:
+        if a is not None and (best is None or a.measure > best.measure):
+            best = a
+    assert _same(group._judge(mu, "screen"), best)
+
+
+def test_screen_only_phases_meet_the_full_checks_witness():
+    """The screen-only check runs its LPs and judgements phase by phase over all anchors;
+    the full check goes anchor by anchor and stops at the first witness. On the 30x30
+    preset (seed 1) after the protection phase that witness is among those the screen-only
+    check lists, and its failures are listed once per (rule, cell)."""
+    from benchmarks.suppress import instance
+    from service.sdc import highs
+    from service.sdc.suppress.fast import check_pattern, protect
+    from service.sdc.suppress.lps import Attacker, Cheapest
+    from service.sdc.suppress.problem import prepare
+
+    inst = instance("30x30", 1)
+    p = prepare(inst.problem, inst.cost, None, None, highs.now() + 60)
+    y, *_ = protect(p, Attacker(p), Cheapest(p))
+    screen = check_pattern(p, y, screen_only=True)
+    full = check_pattern(p, y)
+    assert full.worst is not None and full.worst.found_by == "screen"
+    assert any(_same(full.worst, a) for a in screen.found)
+    assert len(set(screen.failing)) == len(screen.failing)

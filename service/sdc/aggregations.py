@@ -83,6 +83,7 @@ from __future__ import annotations
 import itertools
 import time
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import scipy.sparse as sp
@@ -567,6 +568,17 @@ class _Work:
                     g_sorted[c0:c1],
                 )
 
+    @cached_property
+    def spanning(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(atom position, respondent)`` of the respondents in more than one atom (a
+        respondent is in an atom at most once: pooled by holding)."""
+        r = self.resp
+        if r.distinct:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        _, inverse, counts = np.unique(r.rid, return_inverse=True, return_counts=True)
+        several = counts[inverse.ravel()] > 1
+        return r.cell[several], r.rid[several]
+
     @property
     def _relevant(self) -> np.ndarray:
         """Atoms some rule could call sensitive (the groups worth deciding)."""
@@ -649,24 +661,47 @@ class _Group:
 
     # -- exact evaluation -------------------------------------------------------------
 
+    @cached_property
+    def _transposed(self):
+        """``sub^T`` and ``Gm^T``, made once per group (every judged batch uses them)."""
+        return self.sub.T, self.gm.T
+
     def _judge(self, mu: np.ndarray, how: str) -> Aggregation | None:
         """Exact verdict on the aggregations of multipliers ``mu`` (rows), the most
-        sensitive one or ``None``. Building them from ``mu`` makes every candidate a
-        genuine aggregation, whatever produced ``mu`` (LP prices or values, a MIP point,
-        a single relation)."""
+        sensitive one or ``None`` (the first row and rule of the largest measure)."""
+        best = None
+        for found in self._judge_rows(mu, how):
+            if found is not None and (best is None or found.measure > best.measure):
+                best = found
+        return best
+
+    def _judge_rows(self, mu: np.ndarray, how: str) -> list[Aggregation | None]:
+        """Exact verdict on the aggregation of each row of multipliers ``mu``: its most
+        sensitive reading (the first rule of the largest measure) or ``None``. Building
+        them from ``mu`` makes every candidate a genuine aggregation, whatever produced
+        ``mu`` (LP prices or values, a MIP point, a single relation). Rows are judged
+        independently, in one call of :func:`service.sdc.unions.judge` (its cost is
+        mostly per call); identical rows are judged once."""
         w = self.w
         mu = np.atleast_2d(np.asarray(mu, dtype=float))
-        lam = np.asarray(self.sub.T @ mu.T).T
-        phi = np.asarray(self.gm.T @ lam.T).T
+        out: list[Aggregation | None] = [None] * len(mu)
+        if not len(mu):
+            return out
+        mu, back = np.unique(mu, axis=0, return_inverse=True)
+        back = back.ravel()
+        lam = np.asarray(self._transposed[0] @ mu.T).T
+        phi = np.asarray(self._transposed[1] @ lam.T).T
         scale = np.abs(phi).max(axis=1, keepdims=True)
-        keep = scale.ravel() > 1e-12  # phi = 0: an identity such as "total = its parts"
-        if not keep.any():
-            return None
+        keep = np.flatnonzero(scale.ravel() > 1e-12)  # phi = 0: e.g. "total = its parts"
+        if not keep.size:
+            return out
         mu, lam, phi = (v[keep] / scale[keep] for v in (mu, lam, phi))
         lam[np.abs(lam) < 1e-9] = 0.0
         phi[np.abs(phi) < 1e-9] = 0.0
         # Defined up to a factor (seed 002 section 3): orient the published value >= 0.
-        value = lam @ w.values[w.cells[self.members]]
+        # Row by row: the same arithmetic whichever rows are judged together.
+        vals = w.values[w.cells[self.members]]
+        value = np.array([float((lam[r : r + 1] @ vals)[0]) for r in range(len(lam))])
         first = phi[np.arange(len(phi)), np.argmax(phi != 0, axis=1)]
         flip = np.where((value < 0) | ((value == 0) & (first < 0)), -1.0, 1.0)[:, None]
         mu, lam, phi, value = mu * flip, lam * flip, phi * flip, value * flip.ravel()
@@ -676,25 +711,26 @@ class _Group:
         )
         verdict = judge(full, w.values, w.source)
         sens = verdict.fired & verdict.checked[None, :]
-        best = None
-        for r, k in zip(*np.nonzero(sens.T)):
-            s = float(verdict.sensitivity[k, r])
-            if best is None or s > best.measure:
-                nz = np.flatnonzero(lam[r])
-                used = np.flatnonzero(np.abs(mu[r]) > 1e-12)
-                on = np.flatnonzero(phi[r])
-                best = Aggregation(
-                    w.cells[self.members[nz]],
-                    lam[r, nz],
-                    float(value[r]),
-                    int(k),
-                    s,
-                    how,
-                    self.rows[used],
-                    mu[r, used],
-                    self.atoms[on],
-                )
-        return best
+        found: dict[int, Aggregation] = {}
+        for r in np.flatnonzero(sens.any(axis=0)).tolist():
+            rules = np.flatnonzero(sens[:, r])
+            s_r = verdict.sensitivity[rules, r]
+            k = int(rules[np.argmax(s_r)])  # the first of the largest
+            nz = np.flatnonzero(lam[r])
+            used = np.flatnonzero(np.abs(mu[r]) > 1e-12)
+            on = np.flatnonzero(phi[r])
+            found[int(keep[r])] = Aggregation(
+                w.cells[self.members[nz]],
+                lam[r, nz],
+                float(value[r]),
+                k,
+                float(verdict.sensitivity[k, r]),
+                how,
+                self.rows[used],
+                mu[r, used],
+                self.atoms[on],
+            )
+        return [found.get(int(u)) for u in back]
 
     def explicit(self) -> Aggregation | None:
         """The explicit aggregations (one relation each, seed 002 eq. 3.6), judged exactly."""
@@ -712,8 +748,18 @@ class _Group:
         so each solve starts from the last basis, still dual feasible."""
         if kind not in self._lp:
             na, nr = self.bt.shape
-            eye = sp.identity(na, format="csr")
-            a_all = sp.hstack([eye, -eye, -self.bt], format="csc")
+            # [I, -I, -bt] column-wise, assembled directly (sp.hstack's checks cost more
+            # than the LP on small groups).
+            btc = sp.csc_matrix(self.bt)
+            btc.sort_indices()
+            a_all = sp.csc_matrix(
+                (
+                    np.concatenate([np.ones(na), -np.ones(na), -btc.data]),
+                    np.concatenate([np.arange(na), np.arange(na), btc.indices]),
+                    np.concatenate([np.arange(2 * na), 2 * na + btc.indptr]),
+                ),
+                shape=(na, 2 * na + nr),
+            )
             c = np.where(np.isfinite(cost), cost, 0.0)
             # Only bounds change between solves: dual simplex from the last basis, which
             # stays dual feasible; presolve would discard it.
@@ -785,76 +831,129 @@ class _Group:
         return self._mip(k, near)
 
     def _magnitude_screen(self, k: int, near: np.ndarray):
-        """The screen (module docstring): a verdict, or None when it cannot decide."""
+        """The screen (module docstring): a verdict, or None when it cannot decide.
+
+        Per anchor: the LP with costs ``omega``; if it does not prove the anchor, its
+        multipliers are judged exactly; without a witness, the split (the LP with costs
+        ``-tau X_j``, whose multipliers are judged too). A full check returns at the first
+        witness, anchor by anchor. A screen-only check goes through every anchor anyway,
+        so it runs the phases for all anchors at once: every ``omega`` LP (in the same
+        order, so each proves the same later anchors by :meth:`proven_by_last`), one
+        judgement of all their multipliers, the split LPs of the anchors left, one more
+        judgement; the witnesses and failures are then read in anchor order, as the
+        anchor-by-anchor loop would list them."""
         w = self.w
         form = w.forms[k]
-        if not self._spanning():
-            omega = w.arrays.omega[k, self.pos]
-            plain = w.arrays.plain[k, self.pos]
-            if (omega >= 0).all():
-                certified = True
-                witnesses: list[Aggregation] = []
-                tol = _TIE_RTOL * w.scale[k, self.pos]
-                everywhere = np.ones(len(self.atoms), bool)
-                measure = w.measure[k, self.pos]
-                margins = np.where(form.inclusive, -tol, tol)
-                proven = measure < margins  # rho >= 0: nothing to prove
-                for anchor in np.flatnonzero(near).tolist():
-                    if proven[anchor]:
-                        continue
-                    s_i = measure[anchor]
-                    h_i = w.arrays.alone[k, self.pos[anchor]]
-                    margin = margins[anchor]
-                    # Attackers anywhere: each other atom costs omega_j.
-                    rho, mu, status = self._cheapest("omega", omega, anchor, everywhere)
-                    if status != "optimal":
-                        w.why.add(f"screen LP: {status}")
-                        return "undecided", None, "screen"
-                    if np.isfinite(rho):
-                        proven |= measure - self.proven_by_last(anchor, omega) < margins
-                    if s_i - rho < margin:
+        if self._spanning():
+            return None
+        omega = w.arrays.omega[k, self.pos]
+        plain = w.arrays.plain[k, self.pos]
+        if not (omega >= 0).all():
+            return None
+        tol = _TIE_RTOL * w.scale[k, self.pos]
+        everywhere = np.ones(len(self.atoms), bool)
+        measure = w.measure[k, self.pos]
+        alone = w.arrays.alone[k, self.pos]
+        margins = np.where(form.inclusive, -tol, tol)
+        proven = measure < margins  # rho >= 0: nothing to prove
+        undecided = "undecided", None, "screen"
+
+        def lp(kind: str, cost: np.ndarray, anchor: int):
+            rho, mu, status = self._cheapest(kind, cost, anchor, everywhere)
+            if status != "optimal":
+                w.why.add(f"screen LP: {status}")
+            return rho, mu, status == "optimal"
+
+        def omega_lp(anchor: int):
+            rho, mu, ok = lp("omega", omega, anchor)
+            if ok and np.isfinite(rho):
+                proven[:] |= measure - self.proven_by_last(anchor, omega) < margins
+            return rho, mu, ok
+
+        # Split exactly: some attacker elsewhere (the anchor's own coefficient is then at
+        # most S_i - b_m x^[m]), or all in the anchor's atom (no other atom holds one: each
+        # costs -tau X_j). Only the second needs an LP; the first reuses the omega bound.
+        if not w.screen_only:
+            certified = True
+            for anchor in np.flatnonzero(near).tolist():
+                if proven[anchor]:
+                    continue
+                rho, mu, ok = omega_lp(anchor)
+                if not ok:
+                    return undecided
+                if measure[anchor] - rho < margins[anchor]:
+                    continue
+                if mu is not None and (witness := self._judge(mu, "screen")):
+                    return "sensitive", witness, "screen"
+                if alone[anchor] - rho < margins[anchor]:
+                    rho, mu, ok = lp("plain", plain, anchor)
+                    if not ok:
+                        return undecided
+                    if measure[anchor] - rho < margins[anchor]:
                         continue
                     if mu is not None and (witness := self._judge(mu, "screen")):
-                        if not w.screen_only:
-                            return "sensitive", witness, "screen"
-                        witnesses.append(witness)
-                        certified = False
-                        continue
-                    # Split exactly: some attacker elsewhere (the anchor's own coefficient
-                    # is then at most S_i - b_m x^[m]), or all in the anchor's atom (no
-                    # other atom holds one: each costs -tau X_j).
-                    ok = h_i - rho < margin
-                    if ok:
-                        rho, mu, status = self._cheapest("plain", plain, anchor, everywhere)
-                        if status != "optimal":
-                            w.why.add(f"screen LP: {status}")
-                            return "undecided", None, "screen"
-                        ok = s_i - rho < margin
-                        if not ok and mu is not None and (witness := self._judge(mu, "screen")):
-                            if not w.screen_only:
-                                return "sensitive", witness, "screen"
-                            witnesses.append(witness)
-                            certified = False
-                            continue
-                    if not ok:
-                        certified = False
-                        w.failing.append((k, int(self.atoms[anchor])))
-                if witnesses:
-                    # Two anchors may meet the same aggregation: each is kept once.
-                    distinct = {(a.cells.tobytes(), a.coefficients.tobytes()): a for a in witnesses}
-                    first, *others = distinct.values()
-                    w.more_found.extend(others)
-                    return "sensitive", first, "screen"
-                if certified:
-                    return "safe", None, "screen"
+                        return "sensitive", witness, "screen"
+                # Not proven: later anchors may still meet a witness.
+                certified = False
+            return ("safe", None, "screen") if certified else None
+
+        # Screen-only: phase by phase over all anchors.
+        open_: list[tuple[int, float, np.ndarray | None]] = []
+        for anchor in np.flatnonzero(near).tolist():
+            if proven[anchor]:
+                continue
+            rho, mu, ok = omega_lp(anchor)
+            if not ok:
+                return undecided
+            if not measure[anchor] - rho < margins[anchor]:
+                open_.append((anchor, rho, mu))
+        met: dict[int, Aggregation] = {}
+        self._judge_anchors(met, [(a, mu) for a, _, mu in open_ if mu is not None])
+        failing: set[int] = set()
+        second: list[tuple[int, np.ndarray]] = []
+        for anchor, rho, _ in open_:
+            if anchor in met:
+                continue
+            if alone[anchor] - rho < margins[anchor]:
+                rho, mu, ok = lp("plain", plain, anchor)
+                if not ok:
+                    return undecided
+                if measure[anchor] - rho < margins[anchor]:
+                    continue
+                if mu is not None:
+                    second.append((anchor, mu))
+            failing.add(anchor)
+        self._judge_anchors(met, second)
+        if not met and not failing:
+            return "safe", None, "screen"
+        witnesses = []
+        for anchor, _, _ in open_:
+            if anchor in met:
+                witnesses.append(met[anchor])
+            elif anchor in failing:
+                w.failing.append((k, int(self.atoms[anchor])))
+        if witnesses:
+            # Two anchors may meet the same aggregation: each is kept once.
+            distinct = {(a.cells.tobytes(), a.coefficients.tobytes()): a for a in witnesses}
+            first, *others = distinct.values()
+            w.more_found.extend(others)
+            return "sensitive", first, "screen"
         return None
 
+    def _judge_anchors(self, into: dict, pending: list[tuple[int, np.ndarray]]) -> None:
+        """Judge the multipliers of several anchors in one batch; a witness goes to
+        ``into[anchor]``."""
+        if pending:
+            rows = self._judge_rows(np.stack([mu for _, mu in pending]), "screen")
+            into.update((a, found) for (a, _), found in zip(pending, rows) if found)
+
     def _spanning(self) -> bool:
-        """Whether a respondent contributes to two atoms of the group."""
-        r = self.w.resp
-        if r.distinct:
+        """Whether a respondent contributes to two atoms of the group (only a respondent
+        of two atoms of the table can: :attr:`_Work.spanning`)."""
+        cell, rid = self.w.spanning
+        if not len(cell):
             return False
-        ids = r.rid[np.isin(r.cell, self.pos)]
+        ids = rid[np.isin(cell, self.pos)]
         return len(np.unique(ids)) < len(ids)
 
     def _mip(self, k: int, near: np.ndarray):

@@ -184,16 +184,22 @@ def judge(lam: sp.csr_matrix, values, source: UnionSource) -> Verdict:
     """
     lam = sp.csr_matrix(lam, dtype=float)
     n_agg, n_cells = lam.shape
-    value = lam @ np.nan_to_num(np.asarray(values, dtype=float))
-    known = np.ones(n_cells, bool) if source.known is None else np.asarray(source.known, bool)
+    # Only the member cells are read: on the columns they use, so that a call costs what
+    # its aggregations hold, not the table's size (the screen judges small batches).
+    used, local = np.unique(lam.indices, return_inverse=True)
+    compact = sp.csr_matrix((lam.data, local.ravel(), lam.indptr), shape=(n_agg, len(used)))
+    value = compact @ np.nan_to_num(np.asarray(values, dtype=float)[used])
+    known = (
+        np.ones(len(used), bool) if source.known is None else np.asarray(source.known, bool)[used]
+    )
     weight = abs(lam).tocsr()
     weight.eliminate_zeros()
     member_count = np.diff(weight.indptr)
-    pattern = sp.csr_matrix(
-        (np.ones(weight.nnz), weight.indices, weight.indptr), shape=weight.shape
-    )
+    pattern = abs(compact).tocsr()
+    pattern.eliminate_zeros()
+    pattern.data[:] = 1.0
     checked = (pattern @ known.astype(float)) == member_count
-    raw = source.raw_cells
+    raw = source.raw_cells[used]
     from_raw = checked & ((pattern @ raw.astype(float)) == member_count)
     from_summary = checked & ~from_raw
     ruleset = source.ruleset
