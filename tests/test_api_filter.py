@@ -461,3 +461,27 @@ def test_a_respondent_listed_twice_in_a_cell_is_refused(client):
         {"key": ["A", "y"], "microdata": {"value": [6], "respondent": ["r1"]}},
     ]
     assert client.post("/v1/filter", json=body(NOISE, cells=cells)).status_code == 200
+
+
+def test_a_holding_and_a_respondent_of_the_same_id_are_two_units(make_client):
+    # Under this secret A's direction is down: with jitter 0 every multiplier keyed by A, C
+    # or E is 0.9 (tests/test_filter_intruder_noise.py). One cell: respondent A alone 1000,
+    # C in holding "A" 400, E 20; p = 15: U = 0.15 x 1000 - 20 = 130 (three units, as the
+    # p%-rule counts them). D = -100 - 40 - 2 = -142; the holding "A" knows its own -40:
+    # |D - D_A'| = 102 < 130, suppressed. Taking the holding for respondent A (one unit of
+    # 1400) left only E as an intruder, |D - D_E| = 140 >= 130: published.
+    client = make_client(noise_secret=b"filter-test-secret-0123456789")
+    statistical = {**NOISE, "jitter": 0.0, "min_weighted_count": 0, "p": 15}
+    for holding in ("A", "H"):
+        cell = {
+            "key": ["Mining", "Adams"],
+            "contributions": [
+                {"value": 1000, "respondent": "A"},
+                {"value": 400, "respondent": "C", "holding": holding},
+                {"value": 20, "respondent": "E"},
+            ],
+        }
+        got = client.post("/v1/filter", json=body(statistical, cells=[cell])).json()
+        assert [(c["publish"], c["reasons"]) for c in got["cells"]] == [
+            (False, ["p_percent_noise"])
+        ], holding

@@ -323,3 +323,32 @@ def test_derivable_is_the_rank_test(data, rows, cols):
         e[0, i] = 1
         assert got[j] == (np.linalg.matrix_rank(np.vstack([a, e])) == rank)
     assert not got[~suppressed].any()
+
+
+def test_a_holding_and_a_respondent_of_the_same_id_are_two_units(client):
+    # Directions (first test): e2, e3, e4 down, so with jitter 0 e2 alone (100), e5 in
+    # holding "e2" (40, keyed by e2) and e4 (20) all get 0.9. Leaf I: D = -10 - 4 - 2 = -16;
+    # three units, as the rules count them: the holding knows its -4, |D + 4| = 12 < 13,
+    # flagged. Taking the holding for respondent e2 (one unit of 140, -14) left only e4 as
+    # an intruder: |D + 2| = 14 >= 13, published.
+    for holding in ("e2", "g7"):
+        body = {
+            "structure": {"dimensions": [{"name": "act", "leaves": ["I", "II"]}]},
+            "cells": [
+                {
+                    "key": ["I"],
+                    "contributions": [
+                        {"value": 100},
+                        {"value": 40, "holding": holding},
+                        {"value": 20},
+                    ],
+                    "respondents": ["e2", "e5", "e4"],
+                    "protection": {"upper": 13, "lower": 13},
+                },
+                {"key": ["II"], "contributions": [{"value": 50}], "respondents": ["e3"]},
+            ],
+            "noise": {"d": 0.1, "jitter": 0.0},
+        }
+        cells = by_key(client.post("/v1/noise", json=body).json())
+        assert cells[("I",)]["value"] == pytest.approx(144.0)
+        assert cells[("I",)]["status"] == "flagged", holding

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from itertools import chain, repeat
 from operator import attrgetter, is_not
+from typing import cast
 
 import numpy as np
 
@@ -103,17 +104,19 @@ def _contributions(cell, micro) -> tuple[int, Iterable[tuple]]:
 
 
 def contributions_of(
-    cells: Sequence, index: Sequence[int], weights_mode
+    cells: Sequence, index: Sequence[int], weights_mode, *, holdings: bool = True
 ) -> magnitudes.Contributions:
     """The contributions of ``cells[i] for i in index`` as flat arrays; cell ``k`` of the
-    result is ``index[k]``'s position in ``index``. A column nobody sent is ``None``."""
+    result is ``index[k]``'s position in ``index``. A column nobody sent is ``None``; so is
+    the holding column without ``holdings`` (for a caller that codes it itself, with
+    :func:`holding_codes`)."""
     selected = [cells[i] for i in index]
     columns = microdata_of(selected)
     # By identity: `None in columns` would call each model's __eq__ (Python).
     if columns and all(map(is_not, columns, repeat(None))):
-        return _from_columns(columns, weights_mode)
+        return _from_columns(columns, weights_mode, holdings)
     if columns is None or not any(map(is_not, columns, repeat(None))):
-        return _from_objects(selected, weights_mode)
+        return _from_objects(selected, weights_mode, holdings)
     # Both forms in one request: row by row.
     micro = columns
     sizes, rows = tuple(zip(*map(_contributions, selected, micro))) or ((), ())
@@ -122,7 +125,7 @@ def contributions_of(
     return magnitudes.Contributions(
         np.repeat(np.arange(len(index)), sizes),
         np.array(value, np.float64),
-        _holding_codes(holding),
+        _holding_column(holding) if holdings else None,
         _weights(weight),
         np.array(waiver, bool) if any(waiver) else None,
         np.array(request, bool) if any(request) else None,
@@ -138,7 +141,7 @@ _WAIVER = attrgetter("waiver")
 _REQUEST = attrgetter("request")
 
 
-def _from_objects(selected: list, weights_mode) -> magnitudes.Contributions:
+def _from_objects(selected: list, weights_mode, holdings: bool) -> magnitudes.Contributions:
     """:func:`contributions_of` for cells that all came with contribution objects: one
     C-level pass over all the contributions per field, no tuple per contribution."""
     rows = list(map(_CONTRIBUTIONS, selected))
@@ -150,7 +153,7 @@ def _from_objects(selected: list, weights_mode) -> magnitudes.Contributions:
     return magnitudes.Contributions(
         np.repeat(np.arange(len(rows)), list(map(len, rows))),
         np.fromiter(map(_VALUE, flat), np.float64, n),
-        _holding_codes(list(map(_HOLDING, flat))),
+        _holding_column(list(map(_HOLDING, flat))) if holdings else None,
         _weights(weight),
         np.array(waiver, bool) if any(waiver) else None,
         np.array(request, bool) if any(request) else None,
@@ -167,7 +170,7 @@ def _weights(weight: Sequence[float | None]) -> np.ndarray | None:
     return np.fromiter((1.0 if w is None else w for w in weight), np.float64, n)
 
 
-def _from_columns(columns: list, weights_mode) -> magnitudes.Contributions:
+def _from_columns(columns: list, weights_mode, holdings: bool) -> magnitudes.Contributions:
     """:func:`contributions_of` for cells that all came as ``microdata`` columns (the online
     filter's form): each column is joined once across the cells, with no tuple per
     contribution (a third of the filter's own work when built row by row)."""
@@ -181,8 +184,8 @@ def _from_columns(columns: list, weights_mode) -> magnitudes.Contributions:
             n,
         )
     holding = None
-    if any(m.holding is not None for m in columns):
-        holding = _holding_codes(
+    if holdings and any(m.holding is not None for m in columns):
+        holding = _holding_column(
             list(chain.from_iterable(m.holding or repeat(None, k) for m, k in zip(columns, sizes)))
         )
     return magnitudes.Contributions(
@@ -196,17 +199,24 @@ def _from_columns(columns: list, weights_mode) -> magnitudes.Contributions:
     )
 
 
-def _holding_codes(holding: Sequence[str | None]) -> np.ndarray | None:
-    """Each contribution's holding as a code (``-1``: none, its own enterprise); ``None``
-    when no contribution names one."""
+def holding_codes(holding: Sequence[str | None]) -> tuple[list[str], np.ndarray] | None:
+    """The distinct holdings in order of first appearance, and each contribution's as its
+    position among them (``-1``: none, its own enterprise); ``None`` when no contribution
+    names one."""
     n = len(holding)
     if holding.count(None) == n:
         return None
     distinct = dict.fromkeys(holding)
     distinct.pop(None, None)
-    codes: dict[str | None, int] = dict(zip(distinct, range(len(distinct))))  # at C speed
+    names = cast(list[str], list(distinct))  # None was taken out
+    codes: dict[str | None, int] = dict(zip(names, range(len(names))))  # at C speed
     codes[None] = -1
-    return np.fromiter(map(codes.__getitem__, holding), np.int64, n)
+    return names, np.fromiter(map(codes.__getitem__, holding), np.int64, n)
+
+
+def _holding_column(holding: Sequence[str | None]) -> np.ndarray | None:
+    coded = holding_codes(holding)
+    return None if coded is None else coded[1]
 
 
 def ruled_magnitudes(n_cells: int, c: magnitudes.Contributions, ruleset) -> magnitudes.Magnitudes:

@@ -119,12 +119,12 @@ def noisy_table(
             "was not sent",
             field="cells",
         )
-    cell_of_row, weighted, enterprise, establishment = _microdata(body, sent.tolist())
+    cell_of_row, weighted, enterprise, establishment, units = _microdata(body, sent.tolist())
     with core_errors(FIELDS, numbers=ContributionRows(sent, cell_of_row), cells=body.cells):
         m = noise.multipliers(enterprise, establishment, secret, level.d, level.jitter)
         moved = noise.apply_noise(weighted, m) - weighted
     leaf_noise = np.bincount(cell_of_row, moved, minlength=leaves.size)
-    unit = noise.factorize(enterprise)[1]
+    unit = noise.factorize(units)[1]
     d = np.full(space.n_cells, np.nan)
     d[leaves] = leaf_noise
     with core_errors(TABLE_FIELDS, inputs.request_of_cell):
@@ -178,14 +178,18 @@ def _bare(cell: NoiseCell) -> NoiseCell:
 
 def _microdata(
     body: NoiseRequest, sent: list[int]
-) -> tuple[np.ndarray, np.ndarray, list[str], list[str]]:
+) -> tuple[np.ndarray, np.ndarray, list[str], list[str], list[tuple[bool, str]]]:
     """For every contribution of the leaves (request cells ``sent``, in leaf order): its
-    leaf (position in ``sent``), ``w x``, its enterprise (holding, or itself) and its
-    establishment. 422 naming the cell for a leaf without contributions or respondents."""
+    leaf (position in ``sent``), ``w x``, its enterprise (holding, or itself: the id its
+    noise direction is keyed by), its establishment, and its unit as the rules count
+    respondents: ``(True, holding)`` or ``(False, respondent)``, so that a holding and a
+    respondent of the same id are two units, as :mod:`service.sdc.magnitudes` counts them.
+    422 naming the cell for a leaf without contributions or respondents."""
     cell_of_row: list[int] = []
     weighted: list[float] = []
     enterprise: list[str] = []
     establishment: list[str] = []
+    units: list[tuple[bool, str]] = []
     for position, i in enumerate(sent):
         cell = body.cells[i]
         if cell.contributions is None:
@@ -208,11 +212,13 @@ def _microdata(
             weighted.append(x.value * (1.0 if x.weight is None else x.weight))
             establishment.append(rid)
             enterprise.append(rid if x.holding is None else x.holding)
+            units.append((x.holding is not None, enterprise[-1]))
     return (
         np.asarray(cell_of_row, np.int64),
         np.asarray(weighted, np.float64),
         enterprise,
         establishment,
+        units,
     )
 
 

@@ -23,6 +23,7 @@ from .cells import (
     ContributionRows,
     check_unique_cell_keys,
     contributions_of,
+    holding_codes,
     magnitudes_of,
     microdata_of,
 )
@@ -252,13 +253,16 @@ def _noise_screen(
         )
     establishment, holding = _respondents(selected, others)
     est_ids, est_row = noise.factorize(establishment)
-    if holding is None:  # each respondent is its own enterprise
-        ent_ids, ent_row = est_ids, est_row
+    coded = None if holding is None else holding_codes(holding)
+    if coded is None:  # each respondent is its own enterprise
+        ent_ids, ent_row, holding_row = est_ids, est_row, None
     else:
-        ent_ids, ent_row = noise.factorize(
-            [r if h is None else h for r, h in zip(establishment, holding)]
-        )
-    c = contributions_of(cells, others, "replicate")
+        # Enterprise: the holding, else the respondent itself (ids after the holdings'),
+        # so holding and respondent ids are never taken for one another.
+        hold_ids, holding_row = coded
+        ent_ids = hold_ids + est_ids
+        ent_row = np.where(holding_row >= 0, holding_row, len(hold_ids) + est_row)
+    c = contributions_of(cells, others, "replicate", holdings=False)
     _check_one_row_per_respondent(cells, c.cell, est_row, len(est_ids), others)
     rules = qf.NoiseRules(
         stat.d,
@@ -274,7 +278,7 @@ def _noise_screen(
             len(others),
             c.cell,
             c.value,
-            holding=c.holding,
+            holding=holding_row,
             weight=c.weight,
             depth=coalition + 1,
         )

@@ -48,7 +48,8 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
+from typing import TypeVar
 
 import numpy as np
 
@@ -57,6 +58,8 @@ from .errors import InputError
 # BLAKE2b personalisations (at most 16 bytes): the two uses of the key never share an input.
 _DIRECTION = b"direction"
 _JITTER = b"jitter"
+#: An id :func:`factorize` numbers (text, or a tuple that tells namespaces apart).
+_Id = TypeVar("_Id", bound=Hashable)
 
 
 def checked_ids(ids, name: str) -> list[str]:
@@ -82,7 +85,7 @@ def checked_ids(ids, name: str) -> list[str]:
     return [str(x) for x in a.tolist()]
 
 
-def factorize(ids: list[str]) -> tuple[list[str], np.ndarray]:
+def factorize(ids: list[_Id]) -> tuple[list[_Id], np.ndarray]:
     """Distinct ids in order of first appearance, and each id's position among them (a
     dict does this in C; sorting strings with ``np.unique`` cost more than the hashing)."""
     distinct = list(dict.fromkeys(ids))
