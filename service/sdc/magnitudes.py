@@ -316,8 +316,9 @@ def _unweighted(
     _check_totals(published)
     all_zero = _all_zero(n_cells, cell, value)
     value = _apply_sign_policy(value, cell, negative, refuse_negative)
-    waiver = np.zeros(value.shape, bool) if waiver is None else np.asarray(waiver, bool)
-    request = np.zeros(value.shape, bool) if request is None else np.asarray(request, bool)
+    # Flags nobody sent stay None (no arrays of False to carry through every step).
+    waiver = None if waiver is None or not np.any(waiver) else np.asarray(waiver, bool)
+    request = None if request is None or not np.any(request) else np.asarray(request, bool)
 
     if holding is not None:
         # Seed 000, Holdings: sum each holding's contributions within a cell.
@@ -329,18 +330,22 @@ def _unweighted(
         groups, inverse = np.unique(cell * radix + ident, return_inverse=True)
         cell = groups // radix
         value = np.bincount(inverse, weights=value, minlength=groups.size)
-        waiver = np.bincount(inverse, weights=~waiver, minlength=groups.size) == 0
-        request = np.bincount(inverse, weights=request, minlength=groups.size) > 0
+        if waiver is not None:
+            waiver = np.bincount(inverse, weights=~waiver, minlength=groups.size) == 0
+        if request is not None:
+            request = np.bincount(inverse, weights=request, minlength=groups.size) > 0
 
     if negative.uses_absolute_values:
         # Seed 002 section 5: the rules read absolute (holding-level) contributions.
         value = np.abs(value)
 
     order = np.lexsort((-value, cell))
-    cell, value, waiver, request = cell[order], value[order], waiver[order], request[order]
+    cell, value = cell[order], value[order]
+    waiver = None if waiver is None else waiver[order]
+    request = None if request is None else request[order]
 
     protectable = np.zeros(n_cells, bool)
-    if waiver.any():
+    if waiver is not None and waiver.any():
         # Seed 000, Waivers: s = largest without waiver goes first, r = the largest other.
         unwaived = np.flatnonzero(~waiver)
         new_cell = np.ones(unwaived.size, bool)
@@ -350,7 +355,8 @@ def _unweighted(
         is_s[first] = True
         protectable[cell[first]] = True
         order = np.lexsort((-value, ~is_s, cell))
-        cell, value, request = cell[order], value[order], request[order]
+        cell, value = cell[order], value[order]
+        request = None if request is None else request[order]
     else:
         protectable[cell] = True
     protectable |= np.bincount(cell, minlength=n_cells) == 0  # empty cells: policy decides
@@ -358,7 +364,7 @@ def _unweighted(
     rank = np.arange(cell.size) - _run_starts(cell)
     largest = _scatter_ranked(n_cells, depth, cell, rank, value)
     requested = np.zeros(n_cells)
-    if request.any():
+    if request is not None and request.any():
         np.maximum.at(requested, cell[request], value[request])
     total = np.bincount(cell, weights=value, minlength=n_cells)
     _check_totals(total)
