@@ -174,29 +174,35 @@ def _from_columns(columns: list, weights_mode, holdings: bool) -> magnitudes.Con
     """:func:`contributions_of` for cells that all came as ``microdata`` columns (the online
     filter's form): each column is joined once across the cells, with no tuple per
     contribution (a third of the filter's own work when built row by row)."""
-    sizes = [len(m.value) for m in columns]
+    values = list(map(_VALUE, columns))
+    sizes = list(map(len, values))
     n = sum(sizes)
     weights = None
-    if any(m.weight is not None for m in columns):
-        weights = np.fromiter(
-            chain.from_iterable(m.weight or repeat(1.0, k) for m, k in zip(columns, sizes)),
-            np.float64,
-            n,
-        )
+    weight = list(map(_WEIGHT, columns))
+    if weight.count(None) < len(weight):  # lists and None: compared in C
+        weights = np.fromiter(joined_column(weight, sizes, 1.0), np.float64, n)
     holding = None
-    if holdings and any(m.holding is not None for m in columns):
-        holding = _holding_column(
-            list(chain.from_iterable(m.holding or repeat(None, k) for m, k in zip(columns, sizes)))
-        )
+    if holdings:
+        holding_lists = list(map(_HOLDING, columns))
+        if holding_lists.count(None) < len(holding_lists):
+            holding = _holding_column(list(joined_column(holding_lists, sizes, None)))
     return magnitudes.Contributions(
         np.repeat(np.arange(len(columns)), sizes),
-        np.fromiter(chain.from_iterable(m.value for m in columns), np.float64, n),
+        np.fromiter(chain.from_iterable(values), np.float64, n),
         holding,
         weights,
         None,
         None,
         weights_mode,
     )
+
+
+def joined_column(column: list, sizes: list[int], fill) -> Iterable:
+    """One ``microdata`` column across the cells, ``fill`` for a cell that did not send it
+    (``sizes``: each cell's number of contributions); at C speed when every cell sent it."""
+    if None not in column:
+        return chain.from_iterable(column)
+    return chain.from_iterable(repeat(fill, k) if c is None else c for c, k in zip(column, sizes))
 
 
 def holding_codes(holding: Sequence[str | None]) -> tuple[list[str], np.ndarray] | None:

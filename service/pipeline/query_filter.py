@@ -24,6 +24,7 @@ from .cells import (
     check_unique_cell_keys,
     contributions_of,
     holding_codes,
+    joined_column,
     magnitudes_of,
     microdata_of,
 )
@@ -342,12 +343,7 @@ def _respondents(selected: list, index: list[int]) -> tuple[list[str], list[str 
         holdings = list(map(_HOLDING, micro))
         if holdings.count(None) == len(holdings):
             return establishment, None
-        holding = list(
-            chain.from_iterable(
-                repeat(None, len(r)) if h is None else h for r, h in zip(ids, holdings)
-            )
-        )
-        return establishment, holding
+        return establishment, list(joined_column(holdings, list(map(len, ids)), None))
     if micro is None or not _given(micro):  # contribution objects only
         rows = list(map(_CONTRIBUTIONS, selected))
         flat = list(chain.from_iterable(rows))
