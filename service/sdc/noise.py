@@ -261,6 +261,22 @@ def _check_one_enterprise(ent_inv: np.ndarray, est_inv: np.ndarray, n_est: int) 
         )
 
 
+def checked_numbers(x, name: str) -> np.ndarray:
+    """``x`` as an array of finite floats; ``InputError`` naming ``name`` (and the flat
+    index of the first value that is not finite) otherwise."""
+    try:
+        a = np.asarray(x)
+    except (ValueError, TypeError):
+        raise InputError(f"{name} must be an array of numbers", field=name) from None
+    if a.dtype == bool or a.dtype.kind not in "iuf":
+        raise InputError(f"{name} must be numbers", field=name)
+    a = a.astype(np.float64)
+    bad = ~np.isfinite(a.reshape(-1))
+    if bad.any():
+        raise InputError(f"{name} must be finite", field=name, cell=int(np.flatnonzero(bad)[0]))
+    return a
+
+
 def apply_noise(values, multipliers) -> np.ndarray:
     """Noisy values ``x m`` of the microdata, to be tabulated afterwards (seed 003 B.4:
     "noise addition adjusts the reported values prior to any tabulations"; the noise in a
@@ -283,20 +299,7 @@ def apply_noise(values, multipliers) -> np.ndarray:
         ``field="values"`` or ``"multipliers"``: not numbers, not finite (``cell`` is the
         flat index), multipliers ``<= 0``, or shapes that differ.
     """
-    arrays = []
-    for name, x in (("values", values), ("multipliers", multipliers)):
-        try:
-            a = np.asarray(x)
-        except (ValueError, TypeError):
-            raise InputError(f"{name} must be an array of numbers", field=name) from None
-        if a.dtype == bool or a.dtype.kind not in "iuf":
-            raise InputError(f"{name} must be numbers", field=name)
-        a = a.astype(np.float64)
-        bad = ~np.isfinite(a.reshape(-1))
-        if bad.any():
-            raise InputError(f"{name} must be finite", field=name, cell=int(np.flatnonzero(bad)[0]))
-        arrays.append(a)
-    v, m = arrays
+    v, m = checked_numbers(values, "values"), checked_numbers(multipliers, "multipliers")
     if v.shape != m.shape:
         raise InputError(
             f"values have shape {v.shape} but multipliers {m.shape}", field="multipliers"

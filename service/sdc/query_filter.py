@@ -230,6 +230,9 @@ def add_noise(
     establishments' noise). The unit an intruder is counted as is the enterprise
     (holding), as the p%-rule counts respondents.
     """
+    value = noise.checked_numbers(value, "values")
+    if weight is not None:
+        weight = noise.checked_numbers(weight, "weights")
     m = noise.multipliers(enterprise, establishment, secret, rules.d, rules.jitter)
     unit = noise.factorize(noise.checked_ids(enterprise, "enterprise_ids"))[1]
     return noisy_cells(n_cells, cell, value, weight, m, unit, rules.c)
@@ -249,10 +252,11 @@ def noisy_cells(
     it had already factorized (:func:`service.sdc.noise.factorized_multipliers`).
 
     The (cell, unit) rows of :func:`service.sdc.noise.noise_left` come from one sort of
-    ``cell * n_units + unit`` (vectorised: the filter's hot path has no loop per cell)."""
-    w = np.ones_like(value) if weight is None else weight
-    weighted = w * value
-    noisy_w = noise.apply_noise(weighted, m)
+    ``cell * n_units + unit`` (vectorised: the filter's hot path has no loop per cell).
+    ``value``, ``weight`` and ``m`` are finite floats, as the callers checked them (the
+    filter's :func:`service.sdc.magnitudes.from_contributions`, :func:`add_noise`)."""
+    weighted = value if weight is None else weight * value
+    noisy_w = weighted * m  # noise.apply_noise without its checks: done by the callers
     moved = noisy_w - weighted
     true = _cell_sums(cell, weighted, n_cells)
     noisy = _cell_sums(cell, noisy_w, n_cells)
@@ -262,7 +266,7 @@ def noisy_cells(
     return NoisyCells(
         true_value=true,
         noisy_value=noisy,
-        weighted_count=_cell_sums(cell, w, n_cells),
+        weighted_count=_cell_sums(cell, np.ones_like(value) if weight is None else weight, n_cells),
         noise_left=noise.noise_left(
             pair // n_units,
             np.bincount(row, weighted, minlength=pair.size),
