@@ -494,8 +494,8 @@ def test_audit_reuses_the_groups_the_fast_method_proved(monkeypatch):
     y, why = protect_aggregations(p, y, cheapest, proven=proven)
     assert why == "" and len(proven) == 1
     decided = []
-    real = aggregations._Group.decide
-    monkeypatch.setattr(aggregations._Group, "decide", lambda g: decided.append(1) or real(g))
+    real = aggregations._Group.steps
+    monkeypatch.setattr(aggregations._Group, "steps", lambda g: decided.append(1) or real(g))
     full = audit_pattern(p.table, y, time_limit=60)
     assert len(decided) == 1
     cached = audit_pattern(p.table, y, time_limit=60, proven=set(proven))
@@ -513,20 +513,18 @@ def test_audit_reuses_the_groups_the_fast_method_proved(monkeypatch):
 
 
 def _groups(case: Case, suppressed: np.ndarray, screen_only: bool = False):
-    import scipy.sparse as sp
 
     from service.sdc import aggregations
 
     work = aggregations._Work(
-        sp.csr_matrix(case.t.relations, dtype=float),
-        aggregations.atom_map(case.t, case.source),
+        aggregations._Table.of(case.t, case.source),
         np.asarray(case.values, float),
         suppressed,
         case.source,
         float("inf"),
         screen_only,
     )
-    return list(work.groups())
+    return [build() for _, build in work.groups()]
 
 
 def _same(a, b) -> bool:
@@ -570,15 +568,15 @@ def test_batched_judgement_of_table_3_row_by_row():
     single = np.zeros(len(group.rows))
     single[col_i] = 1.0
     batch = np.stack([np.zeros_like(mu), mu, mu, -2.0 * mu, single])
-    got = group._judge_rows(batch, "screen")
+    got = group.run(group._judge_rows(batch, "screen"))
     assert got[0] is None and got[4] is None
     assert got[1] is not None
     assert case.keys(got[1].cells) == [("A", "I"), ("A", "III")]
     assert got[1].value == pytest.approx(250.0) and got[1].measure == pytest.approx(150.0)
     assert _same(got[1], got[2]) and _same(got[1], got[3])
     for row, found in zip(batch, got):
-        assert _same(group._judge(row, "screen"), found)
-    assert _same(group._judge(batch, "screen"), got[1])  # the best of the batch
+        assert _same(group.run(group._judge(row, "screen")), found)
+    assert _same(group.run(group._judge(batch, "screen")), got[1])  # the best of the batch
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
@@ -608,15 +606,15 @@ def test_batched_judgement_matches_one_row_at_a_time(data, table):
         dtype=float,
     )
     mu = np.vstack([mu, mu[:1], np.zeros((1, n_rel))])
-    got = group._judge_rows(mu, "screen")
-    one = [group._judge(row, "screen") for row in mu]
+    got = group.run(group._judge_rows(mu, "screen"))
+    one = [group.run(group._judge(row, "screen")) for row in mu]
     assert all(_same(a, b) for a, b in zip(got, one))
     event(f"sensitive rows: {sum(a is not None for a in got) > 0}")
     best = None
     for a in one:
         if a is not None and (best is None or a.measure > best.measure):
             best = a
-    assert _same(group._judge(mu, "screen"), best)
+    assert _same(group.run(group._judge(mu, "screen")), best)
 
 
 def test_screen_only_phases_meet_the_full_checks_witness():
@@ -638,3 +636,210 @@ def test_screen_only_phases_meet_the_full_checks_witness():
     assert full.worst is not None and full.worst.found_by == "screen"
     assert any(_same(full.worst, a) for a in screen.found)
     assert len(set(screen.failing)) == len(screen.failing)
+
+
+# -- per-table data kept between checks, groups decided side by side (issue 16) ----------
+
+
+def _outcome(check):
+    """Everything a check returns but its seconds."""
+    return (
+        check.status,
+        check.derived.tolist(),
+        check.undecided.tolist(),
+        check.groups,
+        check.screened,
+        check.mip_solves,
+        check.message,
+        check.failing,
+        [
+            (
+                a.cells.tolist(),
+                a.coefficients.tolist(),
+                a.value,
+                a.rule,
+                a.measure,
+                a.found_by,
+                a.relations.tolist(),
+                a.multipliers.tolist(),
+                a.atoms.tolist(),
+            )
+            for a in check.found
+        ],
+    )
+
+
+def test_table_is_kept_with_the_source_for_the_same_relations():
+    """The per-table data are built once per relations object and source: a second check
+    of another pattern reuses them, a new source (or other relations) gets its own."""
+    import dataclasses
+
+    import scipy.sparse as sp
+
+    from service.sdc.aggregations import _Table
+
+    case = table_3()
+    first = _Table.of(case.t, case.source)
+    assert _Table.of(case.t, case.source) is first
+    case.check(case.mask([("A", "I"), ("A", "III"), ("B", "I"), ("B", "III")]))
+    assert _Table.of(case.t, case.source) is first
+    fresh = dataclasses.replace(case.source)
+    assert _Table.of(case.t, fresh) is not first
+    # The same relations as a matrix: judged on every cell, not on atoms (atom_map).
+    matrix = _Table.of(sp.csr_matrix(case.t.relations), case.source)
+    assert matrix is not first and len(matrix.atoms) == case.t.n_cells
+    assert len(first.atoms) == 9  # the leaves of the 3x3 table
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data(), table=small_tables(), screen_only=st.booleans())
+def test_kept_table_and_groups_side_by_side_match_a_fresh_check(data, table, screen_only):
+    """A check whose per-table data were kept from checks of other patterns, and whose
+    groups are decided side by side (their judgements in shared calls), returns exactly
+    what a check with fresh data deciding one group at a time returns."""
+    import dataclasses
+
+    from service.sdc import aggregations
+
+    case, _ = table
+    n = case.t.n_cells
+    # Sparse patterns: several groups in one table.
+    patterns = []
+    for _ in range(3):
+        y = np.zeros(n, bool)
+        y[data.draw(st.lists(st.integers(0, n - 1), min_size=2, max_size=max(2, n // 3)))] = True
+        patterns.append(y)
+
+    def check(source, suppressed):
+        return check_aggregations(
+            case.t, case.values, suppressed, source, screen_only=screen_only, time_limit=60
+        )
+
+    for y in patterns[:-1]:  # warm the source's kept table
+        check(case.source, y)
+    kept = check(case.source, patterns[-1])
+    real = aggregations._BATCH_GROUPS
+    try:
+        aggregations._BATCH_GROUPS = 1
+        alone = check(dataclasses.replace(case.source), patterns[-1])
+    finally:
+        aggregations._BATCH_GROUPS = real
+    assert _outcome(kept) == _outcome(alone)
+    event(f"groups: {min(kept.groups, 3)}, status: {kept.status}")
+
+
+def test_groups_side_by_side_on_the_60x60_hierarchical_preset(monkeypatch):
+    """60x60 hierarchical preset, seed 1, after the protection phase: many groups, with
+    sensitive aggregations and failures. The screen-only check deciding them side by side
+    (the default) or one at a time gives the same verdict, the witnesses in the same
+    order and the same failures (the full check is compared on small tables above)."""
+    from benchmarks.suppress import instance
+    from service.sdc import aggregations, highs
+    from service.sdc.suppress.fast import check_pattern, protect
+    from service.sdc.suppress.lps import Attacker, Cheapest
+    from service.sdc.suppress.problem import prepare
+
+    inst = instance("60x60 hier", 1)
+    p = prepare(inst.problem, inst.cost, None, None, highs.now() + 60)
+    y, *_ = protect(p, Attacker(p), Cheapest(p))
+    together = check_pattern(p, y, screen_only=True)
+    monkeypatch.setattr(aggregations, "_BATCH_GROUPS", 1)
+    alone = check_pattern(p, y, screen_only=True)
+    assert together.groups > 20 and len(together.found) > 20 and together.failing
+    assert _outcome(together) == _outcome(alone)
+
+
+# -- groups within a proven group (the final audit publishes derived cells) --------------
+
+
+def test_cover_needs_the_other_cells_determined_by_the_relations():
+    """A 2x2 table with margins. With A,I and A,II hidden, A,I is determined by column I
+    (A,I + B,I = T,I, the others published): e_(A,I) is a combination of the relations on
+    the group's cells. With the cycle A,I, A,II, B,I, B,II hidden it is not (the four can
+    move by +-t together), so a group within that cycle is not covered by its proof."""
+    from service.sdc import aggregations
+
+    case = Case(
+        grid(["A", "B"], ["I", "II"]),
+        {
+            ("A", "I"): [50.0],
+            ("A", "II"): [30.0, 30.0, 20.0],
+            ("B", "I"): [40.0, 40.0, 30.0],
+            ("B", "II"): [25.0, 25.0, 25.0],
+        },
+        PPercent(20.0),
+    )
+    work = aggregations._Work(
+        aggregations._Table.of(case.t, case.source),
+        np.asarray(case.values, float),
+        np.zeros(case.t.n_cells, bool),
+        case.source,
+        float("inf"),
+    )
+
+    def tag(keys):
+        return np.sort([case.t.cell_index(k) for k in keys]).astype(np.int64).tobytes()
+
+    pair = tag([("A", "I"), ("A", "II")])
+    cycle = tag([("A", "I"), ("A", "II"), ("B", "I"), ("B", "II")])
+    a_ii = np.int64(case.t.cell_index(("A", "II")))
+    for proven, hidden_keys, covered in (
+        ({pair}, [("A", "II")], True),
+        ({cycle}, [("A", "II"), ("B", "I"), ("B", "II")], False),
+    ):
+        hidden = case.mask(hidden_keys)
+        cover = aggregations._Cover(work, proven, hidden)
+        members = np.flatnonzero(hidden) if covered else np.array([a_ii])
+        assert cover.covers(members) is covered
+    # A cell outside every proven group is not covered.
+    cover = aggregations._Cover(work, {pair}, case.mask([("B", "II")]))
+    assert not cover.covers(np.array([case.t.cell_index(("B", "II"))]))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data(), table=small_tables())
+def test_a_covered_group_is_safe_on_its_own(data, table, monkeypatch):
+    """Rounds prove groups of a pattern; a later check publishes some of its cells as
+    derived. Every group that check takes as covered by a proven group is found safe by
+    a full check of that group alone (its cells the only hidden ones: a group's
+    aggregations depend on its hidden cells alone), and the check's verdict is that of
+    a check without the proven groups whenever that one is decided."""
+    from service.sdc import aggregations
+
+    case, _ = table
+    n = case.t.n_cells
+    y = np.zeros(n, bool)
+    y[data.draw(st.lists(st.integers(0, n - 1), min_size=2, max_size=max(2, n // 2)))] = True
+    # Derived cells: mostly hidden cells alone in a relation (determined by it), which
+    # the cover can take; any hidden cell otherwise.
+    a = abs(case.t.relations).tocsr()
+    single = np.asarray(a @ y.astype(float)).ravel() == 1  # relations with one hidden cell
+    alone = np.flatnonzero((np.asarray(a[single].sum(axis=0)).ravel() > 0) & y)
+    pool = alone if alone.size and data.draw(st.booleans()) else np.flatnonzero(y)
+    derived = np.zeros(n, bool)
+    derived[data.draw(st.lists(st.sampled_from(pool.tolist()), min_size=1, max_size=3))] = True
+
+    def check(**kw):
+        return check_aggregations(case.t, case.values, y, case.source, time_limit=60, **kw)
+
+    proven: set = set()
+    check(proven=proven)
+    covered: list[np.ndarray] = []
+    real = aggregations._Cover.covers
+
+    def spy(self, members):
+        hit = real(self, members)
+        if hit:
+            covered.append(members.copy())
+        return hit
+
+    monkeypatch.setattr(aggregations._Cover, "covers", spy)
+    with_proven = check(derived=derived, proven=set(proven))
+    fresh = check(derived=derived)
+    for members in covered:
+        alone = np.zeros(n, bool)
+        alone[members] = True
+        assert check_aggregations(case.t, case.values, alone, case.source).status == "safe"
+    if fresh.status in ("safe", "sensitive"):
+        assert with_proven.status == fresh.status
+    event(f"covered groups: {min(len(covered), 2)}")

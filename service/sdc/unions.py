@@ -319,6 +319,12 @@ class UnionSource:
         sizes = np.bincount(cell, minlength=self.cells.n_cells)
         return order, sizes, np.concatenate(([0], np.cumsum(sizes)[:-1]))
 
+    @cached_property
+    def memo(self) -> dict:
+        """What other modules derive from this source and keep with it, by their own keys
+        (the aggregation check's per-table arrays: :class:`service.sdc.aggregations._Table`)."""
+        return {}
+
     def check(self, relations, values, suppressed, sensitive) -> UnionCheck:
         return check_unions(
             relations,
