@@ -299,3 +299,113 @@ def test_a_search_stopped_by_its_deadline_with_every_level_met_is_audited():
     r = finish_with(short)
     assert r.status == "time_limit" and not r.safe
     assert r.unprotected.tolist() == [t.cell_index(("A", "I"))]
+
+
+def _table_6_problem(level: float):
+    """Seed 002 Table 6 with A,I sensitive (upper and lower level ``level``), bounds
+    ``x >= 0``: the search's view of it."""
+    import time
+
+    from service.sdc.suppress.problem import prepare
+
+    t, x = seed_table(TABLE_6)
+    sens = np.zeros(t.n_cells, bool)
+    sens[t.cell_index(("A", "I"))] = True
+    table = TableProblem.of(t, x, sens, level * sens, level * sens)
+    return t, prepare(table, cell_costs("value", x), None, None, time.perf_counter() + 30)
+
+
+def test_attacks_within_a_flat_pattern_are_decided_exactly():
+    """Within the pattern A,I A,III B,I B,III of seed 002 Table 6 the only deviation moves
+    A,I and B,III by +t and A,III and B,I by -t: A,I goes up by at most 40 (B,I = 40 down
+    to 0) and down by at most 60 (B,III = 60 down to 0). The attacker
+    over the pattern answers the requirement, also with other rooms (B,I down by 20 at
+    most, as an aggregation's requirement may ask), and says ``infeasible`` when it is
+    missed; a pattern without B,I has no deviation at all."""
+    from service.sdc.suppress.lps import Attacker, Cheapest
+
+    t, p = _table_6_problem(30.0)
+    cell = {k: t.cell_index(k) for k in [("A", "I"), ("A", "III"), ("B", "I"), ("B", "III")]}
+    i = cell[("A", "I")]
+    y = np.zeros(t.n_cells, bool)
+    y[list(cell.values())] = True
+    cheapest = Cheapest(p)
+    assert cheapest.boxes is None  # a flat 3x3 table: every box is most of it
+
+    found, outcome = cheapest.support(i, 1.0, 30.0, y, p.room_up, p.room_down, within_pattern=True)
+    assert outcome == "optimal" and sorted(found) == sorted(cell.values())
+    assert cheapest.support(i, 1.0, 41.0, y, p.room_up, p.room_down, within_pattern=True) == (
+        None,
+        "infeasible",
+    )
+    down = cheapest.support(i, -1.0, 60.0, y, p.room_up, p.room_down, within_pattern=True)
+    assert down[1] == "optimal"
+    assert cheapest.support(i, -1.0, 61.0, y, p.room_up, p.room_down, within_pattern=True) == (
+        None,
+        "infeasible",
+    )
+    tight = p.room_down.copy()
+    tight[cell[("B", "I")]] = 20.0
+    assert cheapest.support(i, 1.0, 30.0, y, p.room_up, tight, within_pattern=True) == (
+        None,
+        "infeasible",
+    )
+    assert cheapest.support(i, 1.0, 20.0, y, p.room_up, tight, within_pattern=True)[1] == "optimal"
+    without = y.copy()
+    without[cell[("B", "I")]] = False
+    assert cheapest.support(i, 1.0, 1.0, without, p.room_up, p.room_down, within_pattern=True) == (
+        None,
+        "infeasible",
+    )
+
+    # The attacker's reach under other rooms, then back under the problem's (its bounds
+    # are changed where they differ, its basis kept).
+    att = Attacker(p)
+    att.set_pattern(y, p.room_up, tight)
+    assert att.reach(i, 1.0)[0] == pytest.approx(20.0)
+    att.set_pattern(y)
+    assert att.reach(i, 1.0)[0] == pytest.approx(40.0)
+    assert att.reach(i, -1.0)[0] == pytest.approx(60.0)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_a_box_model_holds_the_relations_through_its_cells(seed):
+    """Cheapest's model over a set of cells S is ``[A_S, -A_S]`` on the relations through
+    S (gathered from the column arrays directly, as scipy's slicing would give them)."""
+    from service.sdc.suppress.lps import Cheapest
+
+    t = Table(
+        [
+            Hierarchy.flat("a", ["1", "2", "3"], "T"),
+            Hierarchy.flat("b", ["1", "2"], "T"),
+            Hierarchy.flat("c", ["1", "2", "3", "4"], "T"),
+        ]
+    )
+    rng = np.random.default_rng(seed)
+    x = t.fill_margins(rng.integers(1, 50, t.n_cells).astype(float) * t.is_leaf)
+    sens = np.zeros(t.n_cells, bool)
+    sens[0] = True
+    import time
+
+    from service.sdc.suppress.problem import prepare
+
+    p = prepare(
+        TableProblem.of(t, x, sens, 5.0 * sens, 5.0 * sens),
+        cell_costs("value", x),
+        None,
+        None,
+        time.perf_counter() + 30,
+    )
+    cells = np.sort(rng.choice(t.n_cells, size=int(rng.integers(1, t.n_cells)), replace=False))
+    lp = Cheapest(p)._build(cells).getLp()
+    a = p.a.tocsc()[:, cells]
+    rows = np.flatnonzero(np.diff(a.tocsr().indptr) > 0)
+    want = np.hstack([a[rows].toarray(), -a[rows].toarray()])
+    got = np.zeros((lp.num_row_, lp.num_col_))
+    start, index, value = (
+        np.asarray(v) for v in (lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_)
+    )
+    for j in range(lp.num_col_):
+        got[index[start[j] : start[j + 1]], j] = value[start[j] : start[j + 1]]
+    np.testing.assert_array_equal(got, want)

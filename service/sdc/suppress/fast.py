@@ -284,7 +284,10 @@ def protect_aggregations(
                     int(y.sum()),
                 )
             room = np.minimum(room, room_cap)
-            if cheapest.deviations.meeting(anchor, 1.0, level, y, room, room) is not None:
+            # Most requirements of a round are met by the cells added earlier in it (on
+            # 20x20x10, 197 of 235 that no kept deviation proved): an attack within the
+            # pattern says so before the cheapest complement is searched for, as in protect.
+            if cheapest.attack(anchor, 1.0, level, y, room, room)[1] == "optimal":
                 continue
             used, outcome = cheapest.support(anchor, 1.0, level, y, room, room)
             if outcome == "infeasible":
