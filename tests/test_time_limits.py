@@ -131,6 +131,27 @@ def test_an_audit_out_of_time_is_uncertified_not_safe(square, monkeypatch):
     assert "uncertified" in r.message
 
 
+def test_an_audit_out_of_time_under_a_work_limit_says_time(square, monkeypatch):
+    """In deterministic mode the search's deadline is work, but the audit's is seconds: an
+    audit out of time is not reported as a work limit (before, every "time limit" of the
+    message, the audit's reasons included, was rewritten as "work limit")."""
+    real = suppress_result.audit_pattern
+
+    def starved(*args, **kw):
+        kw["time_limit"] = 1e-9
+        return real(*args, **kw)
+
+    monkeypatch.setattr(suppress_result, "audit_pattern", starved)
+    g, sens, up, lo, unions, cost = square
+    problem = TableProblem.of(g.table, g.values, sens, up, lo, unions=unions)
+    r = suppress(problem, cost=cost, method="fast", time_limit=10_000, work_limit=10**9)
+    assert r.status == "time_limit" and not r.safe
+    assert r.audit is not None and r.audit.verdict == "uncertified"
+    assert r.message.startswith("the audit reached its time limit")
+    assert "work limit" not in r.message
+    assert "time limit of 1e-09 s reached" in r.message
+
+
 def test_a_table_without_a_safe_pattern_is_not_a_time_limit():
     """The opposite case stays ``no_safe_pattern`` (tests/test_suppress.py has more)."""
     from service.sdc.table import Hierarchy, Table
@@ -190,3 +211,57 @@ def test_api_reply_within_the_limit_names_unprotected_cells(client, cube, method
     unprotected = {tuple(k) for k in solver["unprotected"]}
     assert unprotected and unprotected <= primaries
     assert "secondary" not in {c["status"] for c in reply["cells"]}
+
+
+def test_each_solver_stop_names_its_limit():
+    """What stopped a run is read from HiGHS, not assumed (issue 16 part 4): an undecided
+    verdict after a node limit used to read "time limit reached in the MIP"."""
+    import scipy.sparse as sp
+
+    from service.sdc import highs
+
+    rng = np.random.default_rng(0)
+    n, m = 60, 40
+    a = sp.random(m, n, density=0.3, random_state=1, format="csc")
+    a.data = np.round(a.data * 20)
+
+    def mip(**options):
+        return highs.model(
+            -rng.integers(1, 30, n).astype(float),
+            np.zeros(n),
+            np.full(n, 5.0),
+            a,
+            np.full(m, -np.inf),
+            np.full(m, 50.0),
+            integer=np.ones(n, bool),
+            **options,
+        )
+
+    h = mip()
+    assert highs.run(h, time.perf_counter() + 60) is highs.Outcome.OPTIMAL
+    assert highs.stopped_by(h) is None
+    h = mip(time_limit=0.0)  # HiGHS's own options, run directly
+    h.run()
+    assert highs.outcome(h) is highs.Outcome.TIME_LIMIT and highs.stopped_by(h) == "time limit"
+    h = mip(mip_max_nodes=3)
+    h.run()
+    assert highs.outcome(h) is highs.Outcome.TIME_LIMIT and highs.stopped_by(h) == "node limit"
+    h = mip(mip_max_improving_sols=1)
+    h.run()
+    assert highs.outcome(h) is highs.Outcome.TIME_LIMIT
+    assert highs.stopped_by(h) == "solution limit"
+    clock = highs.WorkClock(wall_deadline=time.perf_counter() + 60)
+    with highs.using(clock):
+        h = mip()
+        assert highs.run(h, 2_000) is highs.Outcome.TIME_LIMIT
+        assert highs.stopped_by(h) == "work limit"
+        # Past the budget nothing runs, and the run says why.
+        h = mip()
+        assert highs.run(h, clock.used) is highs.Outcome.TIME_LIMIT
+        assert highs.stopped_by(h) == "work limit"
+    # The wall clock's deadline on a work clock is a time limit again.
+    clock = highs.WorkClock(wall_deadline=time.perf_counter() - 1)
+    with highs.using(clock):
+        h = mip()
+        assert highs.run(h, 10**9) is highs.Outcome.TIME_LIMIT
+        assert highs.stopped_by(h) == "time limit"

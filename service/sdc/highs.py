@@ -23,7 +23,9 @@ import contextvars
 import enum
 import functools
 import math
+import re
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, ParamSpec, TypedDict, TypeVar
 
@@ -69,9 +71,12 @@ _OUTCOMES = {
     _MS.kInfeasible: Outcome.INFEASIBLE,
     _MS.kUnbounded: Outcome.UNBOUNDED,
     _MS.kTimeLimit: Outcome.TIME_LIMIT,
-    # The work clock's limits (simplex iterations of an LP, nodes of a MIP): its deadline.
+    # The work clock's limits (an LP's simplex iterations, a MIP's meter, which interrupts
+    # it), a caller's node or improving-solution limit of a MIP: the run stopped short of
+    # its end, with a point or not (:func:`stopped_by` says which limit).
     _MS.kIterationLimit: Outcome.TIME_LIMIT,
     _MS.kSolutionLimit: Outcome.TIME_LIMIT,
+    _MS.kInterrupt: Outcome.TIME_LIMIT,
 }
 
 #: HiGHS's "no limit" for its iteration and node counts.
@@ -107,9 +112,23 @@ class Clock:
         time_limit(h, remaining)
         h.setOptionValue("simplex_iteration_limit", _NO_LIMIT)
         h.setOptionValue("mip_max_nodes", _NO_LIMIT)
+        meter = getattr(h, "sdc_meter", None)
+        if meter is not None:  # left from a run on a work clock
+            meter.start(_NO_LIMIT)
 
     def spend(self, h: highspy.Highs) -> None:
         """Account for ``h``'s last run (nothing: the wall clock runs by itself)."""
+
+    def affords(self, deadline: float, iterations: float) -> bool:
+        """Whether a run that cannot stop before ``iterations`` simplex iterations (a MIP's
+        root LP) fits before ``deadline``: always on the wall clock, where HiGHS checks
+        its time limit within an LP too."""
+        return self.now() < deadline
+
+    def refuses(self, h: highspy.Highs, remaining: float) -> str | None:
+        """The limit, in words, that leaves no room for a run of ``h`` with ``remaining``
+        units left, or ``None``."""
+        return "time limit" if remaining <= 0 else None
 
 
 class WorkClock(Clock):
@@ -117,21 +136,27 @@ class WorkClock(Clock):
     request stops at the same point, and gives the same pattern, on a fast machine and a
     slow one.
 
-    A run costs one unit plus its simplex iterations; a MIP's runs are limited by nodes
-    (HiGHS does not limit a MIP's total iterations), at :data:`NODE_UNITS` units per node
-    for the limit, and charged their iterations. Between runs the searches do bounded
-    Python work per LP, so the budget bounds the whole search. ``wall_deadline`` still
-    holds (a ``time.perf_counter()`` instant): past it every deadline is reached at once
-    and :attr:`wall_hit` tells the result that it depends on the machine after all.
+    A run costs one unit plus its simplex iterations (a MIP's: those of all its LPs), and
+    may use at most what is left: an LP by HiGHS's simplex iteration limit, a MIP (to
+    which HiGHS applies no iteration limit) by a :class:`_MipMeter`, which interrupts it at
+    the first check of its limits where its work would pass what is left. Between runs
+    the searches do bounded Python work per LP, so the budget bounds the whole search.
+    ``wall_deadline`` still holds (a ``time.perf_counter()`` instant): past it every
+    deadline is reached at once and :attr:`wall_hit` tells the result that it depends on
+    the machine after all.
     """
 
     second = 20_000.0  # about a second of simplex iterations on the LPs of this service
+    #: A MIP node's iterations before the meter has seen the MIP's own rate.
     NODE_UNITS = 200
 
     def __init__(self, wall_deadline: float):
         self.used = 0.0
         self.wall_deadline = wall_deadline
         self.wall_hit = False
+        #: The most simplex iterations a MIP of this search ran without a check of its
+        #: limits (:class:`_MipMeter`).
+        self.stride = 0.0
 
     def now(self) -> float:
         if time.perf_counter() >= self.wall_deadline:
@@ -143,14 +168,137 @@ class WorkClock(Clock):
         time_limit(h, self.wall_deadline - time.perf_counter())
         units = int(min(max(remaining - 1.0, 0.0), _NO_LIMIT))
         h.setOptionValue("simplex_iteration_limit", units)
-        h.setOptionValue("mip_max_nodes", max(1, min(units // self.NODE_UNITS, _NO_LIMIT)))
+        h.setOptionValue("mip_max_nodes", _NO_LIMIT)
+        if getattr(h, "sdc_mip", False):
+            _MipMeter.of(h).start(units)
 
     def spend(self, h: highspy.Highs) -> None:
-        self.used += 1.0 + max(int(h.getInfo().simplex_iteration_count), 0)
+        iterations = max(int(h.getInfo().simplex_iteration_count), 0)
+        self.used += 1.0 + iterations
+        meter = getattr(h, "sdc_meter", None)
+        if meter is not None:
+            self.stride = max(self.stride, meter.stride, iterations - meter.iterations)
+
+    def affords(self, deadline: float, iterations: float) -> bool:
+        # Nor a MIP's longest unchecked stretch so far (refuses).
+        return self.now() + 1.0 + max(iterations, self.stride) <= deadline
+
+    def refuses(self, h: highspy.Highs, remaining: float) -> str | None:
+        # A MIP is not started with less left than the longest stretch a MIP of this
+        # search ran between two checks of its limits: it could not be stopped within
+        # one (30x30, 70,000 units: an aggregation MIP started with 1,213 left took 5,988
+        # before its first check).
+        if remaining <= 0 or (getattr(h, "sdc_mip", False) and remaining < 1.0 + self.stride):
+            return "time limit" if self.wall_hit else "work limit"
+        return None
+
+
+#: A line of HiGHS's MIP progress table as the time-free log prints it: an optional
+#: source letter, nodes processed, nodes queued, leaves, explored share, ..., and last the
+#: LP iterations (followed by the time unless ``timeless_log`` took it out).
+_PROGRESS = re.compile(r"^\s*[A-Za-z]?\s+(\d+)\s+\d+\s+\d+\s+[\d.]+%.*?\s(\d+)(?:\s+[\d.]+s)?\s*$")
+
+
+class _MipMeter:
+    """A MIP's work while it runs, so that the work clock can stop it (deterministic mode).
+
+    HiGHS 1.16 applies no iteration limit to a MIP's LPs, and highspy's callback data carry
+    no iteration count in a MIP; HiGHS's progress lines do (nodes processed, LP iterations
+    so far). The meter reads them through the logging callback (the log time-free and
+    unthrottled, not printed). At each check of the MIP's limits (the interrupt callback,
+    where HiGHS checks its own node and time limits) it estimates the work as the last
+    line's iterations, plus for each node processed since the tree's iterations per node
+    (:attr:`WorkClock.NODE_UNITS` until the tree has :attr:`RATE_NODES`), plus for each
+    check since that line the iterations per check between the last two lines
+    (:attr:`CHECK_UNITS` until known), plus the growth between the last two lines (what
+    HiGHS may do before its next check); it interrupts the run when that reaches the
+    budget, and within the tree, where HiGHS checks its node limit but calls no callback,
+    turns what is left into that node limit. Every input is a count, so the run stops at
+    the same point on any machine; the clock charges the iterations HiGHS reports. What
+    HiGHS does between two checks (its root LP, a primal heuristic) cannot be stopped: a
+    caller that knows how much such a step takes asks :func:`affords` first."""
+
+    #: Nodes on a progress line before the tree's own iterations per node are used.
+    RATE_NODES = 10
+    #: Iterations per check of the limits before the run's own rate is known (an
+    #: aggregation MIP of 30x30 ran 6,873 iterations over about 70 checks of its root
+    #: without printing a line).
+    CHECK_UNITS = 100
+
+    def __init__(self, h: highspy.Highs):
+        h.setOptionValue("output_flag", True)
+        h.setOptionValue("log_to_console", False)
+        h.setOptionValue("mip_min_logging_interval", 0.0)
+        h.setOptionValue("timeless_log", True)
+        h.cbLogging.subscribe(self._line)
+        h.cbMipInterrupt.subscribe(self._check)
+        self.h = weakref.proxy(h)  # h holds the meter
+        self.start(_NO_LIMIT)
+
+    @classmethod
+    def of(cls, h: highspy.Highs) -> _MipMeter:
+        meter = getattr(h, "sdc_meter", None)
+        if meter is None:
+            meter = cls(h)
+            h.sdc_meter = meter  # type: ignore[attr-defined]
+        return meter
+
+    def start(self, budget: int) -> None:
+        """A new run of at most ``budget`` iterations."""
+        self.budget = budget
+        self.iterations = self.line_nodes = self.root = self.step = self.stride = 0
+        self.checks = 0  # since the last line
+        self.per_check = float(self.CHECK_UNITS)
+        #: The meter has set HiGHS's node limit: reaching it is reaching the budget.
+        self.capped = False
+
+    def _line(self, e) -> None:
+        found = _PROGRESS.match(e.message)
+        if found is None:
+            return
+        nodes, iterations = int(found[1]), int(found[2])
+        if iterations > self.iterations:
+            self.step = iterations - self.iterations
+            self.stride = max(self.stride, self.step)
+            if self.checks:
+                self.per_check = self.step / self.checks
+        self.checks = 0
+        self.line_nodes, self.iterations = nodes, iterations
+        if self.line_nodes == 0:
+            self.root = self.iterations
+
+    def _check(self, e) -> None:
+        nodes = max(int(e.data_out.mip_node_count) - self.line_nodes, 0)
+        # The tree's first nodes cost more (strong branching starts): its own rate only
+        # once it has a few.
+        rate = (
+            (self.iterations - self.root) / self.line_nodes
+            if self.line_nodes >= self.RATE_NODES
+            else WorkClock.NODE_UNITS
+        )
+        # Checks without a line in between (root cutting rounds print none) cost too.
+        estimate = self.iterations + nodes * rate + self.checks * self.per_check + self.step
+        self.checks += 1
+        if estimate >= self.budget:
+            e.interrupt()
+            return
+        # Within a plunge of the tree HiGHS checks its node limit but calls no callback
+        # (a check at 1 node, the next at 201): the nodes the budget still pays for become
+        # that limit, halved since HiGHS counts a plunge's nodes so (limits of 5, 30 and
+        # 100 nodes set here stopped runs at 9, 59 and 199).
+        more = int((self.budget - estimate) / max(rate, 1.0) / 2)
+        self.h.setOptionValue("mip_max_nodes", int(e.data_out.mip_node_count) + max(more, 1))
+        self.capped = True
 
 
 _WALL = Clock()
 _current: contextvars.ContextVar[Clock] = contextvars.ContextVar("sdc_clock", default=_WALL)
+
+
+def affords(deadline: float, iterations: float) -> bool:
+    """Whether the current clock affords a run that cannot stop before ``iterations``
+    simplex iterations before ``deadline`` (:meth:`Clock.affords`)."""
+    return _current.get().affords(deadline, iterations)
 
 
 def now() -> float:
@@ -244,10 +392,14 @@ def run(h: highspy.Highs, deadline: float) -> Outcome:
     """Solve ``h`` until at most ``deadline`` on the current clock (:func:`now`).
 
     Past the deadline nothing is run and the outcome is ``TIME_LIMIT``, as for a run that
-    reaches it (on a :class:`WorkClock`: its iteration or node limit)."""
+    reaches it (on a :class:`WorkClock`: its iteration limit or its MIP meter; nor is a
+    MIP started there with less left than it could run unchecked, :meth:`WorkClock.refuses`);
+    :func:`stopped_by` names the limit."""
     c = _current.get()
     remaining = deadline - c.now()
-    if remaining <= 0:
+    refused = c.refuses(h, remaining)
+    h.sdc_refused = refused  # type: ignore[attr-defined]
+    if refused is not None:
         return Outcome.TIME_LIMIT
     c.limit(h, remaining)
     h.run()
@@ -259,6 +411,34 @@ def outcome(h: highspy.Highs) -> Outcome:
     """The last run's HiGHS model status as an :class:`Outcome` (anything unexpected, such
     as a numerical failure, is ``ERROR``; :func:`describe` words it)."""
     return _OUTCOMES.get(h.getModelStatus(), Outcome.ERROR)
+
+
+def stopped_by(h: highspy.Highs) -> str | None:
+    """Which limit stopped ``h``'s last run, in words for messages: ``"time limit"``,
+    ``"work limit"`` (the work clock's: an LP's iteration limit, a MIP's meter),
+    ``"node limit"``, ``"solution limit"`` (a MIP's ``mip_max_improving_sols``: it stopped
+    at the point it was asked for), or ``None`` when no limit stopped it. A run that
+    :func:`run` did not start names the limit that left no room for it."""
+    refused = getattr(h, "sdc_refused", None)
+    if refused is not None:
+        return refused
+    status = h.getModelStatus()
+    if status == _MS.kTimeLimit:
+        return "time limit"
+    if status in (_MS.kIterationLimit, _MS.kInterrupt):
+        return "work limit"
+    if status == _MS.kSolutionLimit:
+        if h.getInfo().mip_node_count < _option(h, "mip_max_nodes"):
+            return "solution limit"
+        meter = getattr(h, "sdc_meter", None)
+        return "work limit" if meter is not None and meter.capped else "node limit"
+    return None
+
+
+def _option(h: highspy.Highs, name: str):
+    """An option's value (highspy 1.16 returns ``(status, value)``, later ones the value)."""
+    value = h.getOptionValue(name)
+    return value[1] if isinstance(value, tuple) else value
 
 
 def describe(h: highspy.Highs) -> str:

@@ -82,7 +82,7 @@ from .fast import log, protect, protect_aggregations, remove_superfluous
 from .lps import Attacker, Cheapest
 from .partial import PartialResult, partial
 from .problem import COST_KINDS, cell_costs, prepare
-from .result import SuppressionResult, finish, on_work_clock
+from .result import SuppressionResult, finish, on_work_clock, searched
 
 METHODS = ("fast", "exact", "partial")
 __all__ = [
@@ -160,6 +160,7 @@ def suppress(
         lambda: _search(problem, cost, forbidden, forced, method, start, end, work_limit, 0.0),
         work_limit,
         end,
+        reword=False,
     )
 
 
@@ -193,12 +194,14 @@ def _search(problem, cost, forbidden, forced, method, start, end, budget, audit_
     def done(y, status, message, **how) -> SuppressionResult:
         if y is not None:
             log.info("audit: start, %d cells suppressed", int(y.sum()))
+        if how.get("unfinished") is not None:
+            how["unfinished"] = searched(how["unfinished"])
         result = finish(
             p,
             att,
             y,
             status,
-            message,
+            searched(message),
             lower_bound,
             iters,
             method,

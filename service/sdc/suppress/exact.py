@@ -25,6 +25,15 @@ they miss, the clean-up, the protection of aggregations. A MIP point becomes the
 only when it meets every protection level (attacker LPs) and the full aggregation check
 finds nothing; a repaired pattern is safe by construction up to the groups the screen
 cannot judge, which the final audit does (its fallback is the audited warm start).
+
+Limits. Every phase runs against ``p.deadline`` on the search's clock (seconds, or work in
+deterministic mode). A MIP is not started with less left than the last one needed
+(:meth:`_Master.affords_mip`: it cannot be stopped within its root), and the reply names
+the limit that stopped the search (:func:`service.sdc.highs.stopped_by`). A MIP point
+whose aggregations the check leaves undecided is not proven safe, whatever the reason: it
+is set aside by a no-good on that pattern and repaired, and no lower bound is taken above
+its cost; when only such points remain below the incumbent the status is ``feasible``,
+not a limit.
 """
 
 from __future__ import annotations
@@ -97,6 +106,10 @@ class _Master:
     index: list = field(default_factory=list)
     coef: list = field(default_factory=list)
     lower: list = field(default_factory=list)
+    #: Simplex iterations of the last MIP, and of the LP relaxation over its cutting
+    #: rounds: what the next MIP is expected to need at least (:meth:`affords_mip`).
+    last: float = 0.0
+    relaxed: float = 0.0
 
     def __post_init__(self) -> None:
         n = len(self.p.values)
@@ -127,14 +140,26 @@ class _Master:
     def relax(self, deadline: float):
         """Solve the LP relaxation: (outcome, point, objective)."""
         outcome = highs.run(self.lp, deadline)
+        self.relaxed += max(int(self.lp.getInfo().simplex_iteration_count), 0)
         if outcome is not Outcome.OPTIMAL:
             return outcome, None, np.nan
         x = np.clip(np.asarray(self.lp.getSolution().col_value), self.col_lower, self.col_upper)
         return outcome, x, float(self.lp.getInfo().objective_function_value)
 
+    def affords_mip(self, deadline: float) -> bool:
+        """Whether a MIP can run before ``deadline``. In deterministic mode a MIP is stopped
+        only at HiGHS's checks of its limits (:class:`service.sdc.highs.WorkClock`), never
+        within its root LP or a primal heuristic, which here take most of its work: one
+        started with less work left than the last MIP needed overran the budget (10x10x5,
+        70,000 units: a MIP started with 1,256 left, the last having needed 2,075, took
+        1,882 to stop, its last heuristic 1,066 between two checks) and could not give a
+        better point or bound anyway."""
+        return highs.affords(deadline, max(self.last, self.relaxed))
+
     def mip(self, start: np.ndarray, cutoff: float, gap: float, deadline: float):
         """Solve the master MIP from ``start`` (which meets every row) with nothing above
-        ``cutoff``: (outcome, point or None, dual bound, nodes)."""
+        ``cutoff``: (outcome, point or None, dual bound, nodes, the limit that stopped it
+        or ``None``)."""
         n = len(self.p.values)
         lengths = np.fromiter((len(i) for i in self.index), np.int64, len(self.index))
         indptr = np.concatenate([[0], np.cumsum(lengths)])
@@ -163,10 +188,17 @@ class _Master:
         h.setSolution(solution)
         outcome = highs.run(h, deadline)
         info = h.getInfo()
+        self.last = float(max(int(info.simplex_iteration_count), 0))
         y = None
         if outcome in (Outcome.OPTIMAL, Outcome.TIME_LIMIT) and highs.has_point(h):
             y = np.asarray(h.getSolution().col_value) > 0.5
-        return outcome, y, float(info.mip_dual_bound), int(info.mip_node_count)
+        return (
+            outcome,
+            y,
+            float(info.mip_dual_bound),
+            int(info.mip_node_count),
+            highs.stopped_by(h),
+        )
 
 
 def exact(p: SearchProblem, att: Attacker, cheapest: Cheapest, incumbent: np.ndarray):
@@ -181,6 +213,11 @@ def exact(p: SearchProblem, att: Attacker, cheapest: Cheapest, incumbent: np.nda
     best = incumbent.copy()
     best_cost = float(p.cost @ best)
     lower = float(p.cost[p.forced].sum())
+    # The cheapest MIP point set aside because its aggregations could not be decided: it
+    # may be the optimum, so no bound found after it exceeds its cost.
+    undecided = np.inf
+    # The last MIP proved that nothing cheaper than the incumbent is left but such points.
+    settled = False
     solves = 0
 
     def improve(y: np.ndarray | None) -> None:
@@ -197,6 +234,12 @@ def exact(p: SearchProblem, att: Attacker, cheapest: Cheapest, incumbent: np.nda
         if cost < best_cost - 1e-9 * max(1.0, best_cost):
             log.info("exact: better pattern, cost %.6g (was %.6g)", cost, best_cost)
             best, best_cost = y, cost
+
+    def bound(value: float) -> None:
+        """A lower bound from the master (its LP or MIP bound), valid for every pattern
+        but those set aside."""
+        nonlocal lower
+        lower = max(lower, min(value, best_cost, undecided))
 
     def stop(status: str, message: str):
         log.info(
@@ -224,9 +267,9 @@ def exact(p: SearchProblem, att: Attacker, cheapest: Cheapest, incumbent: np.nda
     # (100x100 hierarchical: 2,032 requirements, 20 s a round), and the repair of the
     # rounded LP point and the MIP need the rest.
     now = highs.now()
-    x, bound, rounds = _cutting(master, att, p, until=now + 0.5 * (p.deadline - now))
+    x, relaxed, rounds = _cutting(master, att, p, until=now + 0.5 * (p.deadline - now))
     solves += rounds
-    lower = max(lower, bound)
+    bound(relaxed)
     # The warm start's clean-up is time-boxed (on 100x100 hierarchical it tries about a
     # tenth of its candidates): it goes on here, then the rounded LP point is repaired.
     if highs.now() < p.deadline:
@@ -238,12 +281,24 @@ def exact(p: SearchProblem, att: Attacker, cheapest: Cheapest, incumbent: np.nda
     while True:
         if lower >= best_cost * (1 - FINAL_GAP):
             return stop("optimal", "proven optimal")
+        if settled:
+            return stop(
+                "feasible",
+                "no cheaper pattern exists but ones whose aggregations could not be decided; "
+                "best safe pattern returned, with the gap to the cheapest of those",
+            )
         if highs.now() >= p.deadline:
             return stop("time_limit", "time limit reached; best safe pattern returned")
+        if not master.affords_mip(p.deadline):
+            return stop(
+                "time_limit",
+                "time limit reached: what is left would not cover another MIP; "
+                "best safe pattern returned",
+            )
         # Nothing at or above the incumbent's cost is of interest: a MIP that finds
         # nothing below it proves it optimal.
         cutoff = best_cost * (1 - FINAL_GAP)
-        outcome, y, dual, nodes = master.mip(best, cutoff, gap, p.deadline)
+        outcome, y, dual, nodes, limit = master.mip(best, cutoff, gap, p.deadline)
         solves += 1
         log.info(
             "exact: MIP %d, %s, bound %.6g, point %s, incumbent %.6g, %d nodes, %d cuts",
@@ -256,42 +311,66 @@ def exact(p: SearchProblem, att: Attacker, cheapest: Cheapest, incumbent: np.nda
             len(master.lower),
         )
         if outcome is Outcome.INFEASIBLE:
-            # Nothing satisfies the cuts at a cost below the incumbent's: it is optimal.
-            lower = best_cost
+            # Nothing satisfies the cuts at a cost below the incumbent's: it is optimal
+            # (but for the points set aside).
+            bound(best_cost)
+            settled = True
             continue
         if outcome not in (Outcome.OPTIMAL, Outcome.TIME_LIMIT):
             return stop("time_limit", f"MIP ended with {outcome.value}; best safe pattern returned")
         if np.isfinite(dual):
-            lower = max(lower, min(dual, best_cost))
+            bound(dual)
+        if y is None and limit is not None:
+            # Stopped (or not started) by a limit before it found anything.
+            return stop("time_limit", f"{limit} reached; best safe pattern returned")
         if y is None or float(p.cost @ y) >= best_cost:
             # Out of time with nothing better than the incumbent, or the MIP's point is the
             # incumbent itself (within the gap): the loop's checks decide.
             if outcome is Outcome.OPTIMAL and gap > FINAL_GAP:
                 gap = FINAL_GAP
             elif outcome is Outcome.OPTIMAL:
-                lower = best_cost
+                bound(best_cost)
+                settled = True
             continue
         missing, reach = unprotected(att, p, y)
         log.info("exact: point checked, %s requirements missed", len(missing or ()))
-        if reach != "optimal":
+        if reach == "time_limit":
             return stop("time_limit", "time limit reached checking a pattern")
+        if reach != "optimal":
+            return stop(
+                "feasible",
+                f"an attacker LP ended with {reach!r} checking a pattern; best safe "
+                "pattern returned",
+            )
         if missing:
             master.cut(att, missing, y.astype(float))
             # The point's sensitive aggregations are cut off too: every safe pattern
-            # meets a no-good, whatever else it suppresses.
-            check = check_pattern(p, y)
+            # meets a no-good, whatever else it suppresses. Not started past the deadline
+            # (building the check alone takes 0.25 s on 100x100 hierarchical).
+            check = check_pattern(p, y) if highs.now() < p.deadline else None
             if check is not None and check.status == "sensitive":
                 for idx, coef, rhs in _aggregation_no_goods(p, y, check):
                     master.add(idx, coef, rhs)
             log.info("exact: point's aggregations checked")
             improve(_repair(p, att, cheapest, y, _share(p.deadline)))
-            x, bound, rounds = _cutting(master, att, p, max_rounds=5)
+            x, relaxed, rounds = _cutting(master, att, p, max_rounds=5)
             solves += rounds
-            lower = max(lower, bound)
+            bound(relaxed)
             continue
+        if highs.now() >= p.deadline:
+            return stop("time_limit", "time limit reached checking a pattern")
         check = check_pattern(p, y)
         if check is not None and check.status == "undecided":
-            return stop("time_limit", "time limit reached checking the aggregations of a pattern")
+            # Not proven safe, whatever left it undecided (a limit of the check, a group
+            # it cannot decide): set aside by a no-good on this very pattern, its cost
+            # kept as a bound, and repaired like a point that publishes an aggregation.
+            # What stopped the search is then said by the loop's checks.
+            log.info("exact: point's aggregations undecided: %s", check.message)
+            undecided = min(undecided, float(p.cost @ y))
+            master.add(*_pattern_no_good(p, y))
+            protected, _ = protect_aggregations(p, y, cheapest)
+            improve(protected)
+            continue
         if check is not None and check.status == "sensitive":
             for idx, coef, rhs in _aggregation_no_goods(p, y, check):
                 master.add(idx, coef, rhs)
@@ -302,7 +381,7 @@ def exact(p: SearchProblem, att: Attacker, cheapest: Cheapest, incumbent: np.nda
         best, best_cost = y, float(p.cost @ y)
         log.info("exact: better pattern from the MIP, cost %.6g", best_cost)
         if outcome is Outcome.OPTIMAL and gap <= FINAL_GAP:
-            lower = best_cost
+            bound(best_cost)
         gap = FINAL_GAP
 
 
@@ -415,6 +494,17 @@ def _exposed_relations(p: SearchProblem) -> list[np.ndarray]:
     verdict = judge(lam, p.values, p.table.unions)
     sensitive = verdict.fired.any(axis=0) & verdict.checked
     return [free[k] for k in np.flatnonzero(sensitive)]
+
+
+def _pattern_no_good(p: SearchProblem, y: np.ndarray):
+    """The row that cuts off exactly the pattern ``y`` (``y = 1`` on sensitive and forced
+    cells): another allowed cell suppressed or a free cell of ``y`` published,
+    ``sum_{j not in y} y_j + sum_{j in y, free} (1 - y_j) >= 1``."""
+    outside = np.flatnonzero(~y & p.allowed)
+    members = np.flatnonzero(y & ~p.forced)
+    idx = np.concatenate([outside, members])
+    coef = np.concatenate([np.ones(len(outside)), -np.ones(len(members))])
+    return idx, coef, 1.0 - len(members)
 
 
 def _aggregation_no_goods(p: SearchProblem, y: np.ndarray, check):

@@ -26,13 +26,16 @@ class SuppressionResult:
         Suppressed cells that are not sensitive.
     method : {"fast", "exact"}
     status : {"optimal", "feasible", "time_limit", "no_safe_pattern"}
-        ``optimal``: exact and proven; ``feasible``: the fast method's safe pattern;
-        ``time_limit``: the time ran out. With a pattern (``safe``), exact stopped early
-        and returns its best audited pattern with ``gap``; without one (``suppressed`` all
-        False), no safe pattern was reached or certified in time and ``unprotected`` lists
-        the sensitive cells left unprotected (``message`` says why): the table may well
-        have a safe pattern. ``no_safe_pattern``: none exists within the caller's
-        constraints, or the pattern found failed the audit (``message`` says why).
+        ``optimal``: exact and proven; ``feasible``: a safe pattern found with no limit
+        reached (the fast method's; exact's when the only cheaper patterns left are ones
+        whose aggregations could not be decided, ``message`` says so, with ``gap``);
+        ``time_limit``: the time (or work) ran out, ``message`` names the limit. With a
+        pattern (``safe``), exact stopped early and returns its best audited pattern with
+        ``gap``; without one (``suppressed`` all False), no safe pattern was reached or
+        certified in time and ``unprotected`` lists the sensitive cells left unprotected
+        (``message`` says why): the table may well have a safe pattern.
+        ``no_safe_pattern``: none exists within the caller's constraints, or the pattern
+        found failed the audit (``message`` says why).
     objective : float
         Cost of the pattern's suppressions (all suppressed cells).
     lower_bound : float
@@ -149,7 +152,7 @@ def finish(
             return result(
                 none,
                 "time_limit",
-                (
+                searched(
                     f"time limit reached before every sensitive cell was protected: the pattern "
                     f"reached protects {total - len(cells)} of {total} sensitive cells; "
                     f"{len(short)} need further suppressions"
@@ -162,7 +165,7 @@ def finish(
         # The search stopped at its deadline, but the pattern it had reached meets every
         # protection level: the audit (aggregations included) decides it.
         y, status = pattern, "feasible"
-        unfinished = "time limit reached before the aggregations were protected"
+        unfinished = searched("time limit reached before the aggregations were protected")
     if known is not None and np.array_equal(known[0], y):
         audit = known[1]
     else:
@@ -190,9 +193,8 @@ def finish(
         return result(
             none,
             "time_limit",
-            "time limit reached certifying the pattern found: "
-            f"the audit's verdict is uncertified ({reasons}); no pattern is "
-            "returned",
+            "the audit reached its time limit certifying the pattern found: "
+            f"its verdict is uncertified ({reasons}); no pattern is returned",
             audit,
             unprotected,
         )
@@ -218,13 +220,26 @@ def finish(
 _Result = TypeVar("_Result", bound=Any)
 
 
-def on_work_clock(search: Callable[[], _Result], work_limit: float, end: float) -> _Result:
+def searched(message: str) -> str:
+    """A message of the search in the units of the clock it runs on: on a work clock that
+    the wall clock did not stop, the search's deadline is the work limit. Audit reasons
+    keep their words (the audit always runs on the wall clock)."""
+    c = highs.clock()
+    if isinstance(c, highs.WorkClock) and not c.wall_hit:
+        return message.replace("time limit", "work limit")
+    return message
+
+
+def on_work_clock(
+    search: Callable[[], _Result], work_limit: float, end: float, reword: bool = True
+) -> _Result:
     """``search()`` in deterministic mode (issue 16 part 5): its deadlines read on a
     :class:`~service.sdc.highs.WorkClock` of ``work_limit`` units, ``end`` (a
     ``time.perf_counter()`` instant) still bounding the call. The result's messages,
     which speak of the search's deadline as a time limit, speak of work; a result the
     wall clock stopped says that it depends on the machine's speed. ``search`` returns a
-    dataclass with ``message`` and ``work``."""
+    dataclass with ``message`` and ``work``. ``reword=False``: the search worded its
+    messages itself (:func:`searched`), around audit reasons that speak of seconds."""
     clock = highs.WorkClock(wall_deadline=end)
     with highs.using(clock):
         result = search()
@@ -233,8 +248,16 @@ def on_work_clock(search: Callable[[], _Result], work_limit: float, end: float) 
             f"{result.message} (the time limit was reached before the work limit: this "
             "result depends on the machine's speed)"
         )
-    else:
+    elif reword:
         message = result.message.replace("time limit", "work limit")
+    else:
+        message = result.message
+    if clock.used > work_limit:
+        # HiGHS stops a MIP only at checks of its limits (WorkClock): said, not hidden.
+        message = (
+            f"{message} (the last solver run passed the work limit by "
+            f"{clock.used - work_limit:g} units: a MIP can only be stopped between its steps)"
+        )
     return dataclasses.replace(result, message=message, work=clock.used)
 
 
