@@ -11,7 +11,7 @@ import time
 import numpy as np
 
 from .. import highs
-from ..aggregations import Requirements, check_aggregations
+from ..aggregations import Deviations, Requirements, check_aggregations
 from .lps import Attacker, Cheapest
 from .problem import SearchProblem, requirements
 
@@ -203,10 +203,16 @@ def remove_superfluous(
 
 
 def check_pattern(
-    p: SearchProblem, y: np.ndarray, screen_only: bool = False, proven: set | None = None
+    p: SearchProblem,
+    y: np.ndarray,
+    screen_only: bool = False,
+    proven: set | None = None,
+    deviations: Deviations | None = None,
 ):
     """The aggregation check of pattern ``y`` (cells derived through the a-priori bounds
-    are left to the final audit), or ``None`` without contributions or a union rule."""
+    are left to the final audit), or ``None`` without contributions or a union rule;
+    ``proven`` and ``deviations`` as in
+    :func:`service.sdc.aggregations.check_aggregations`."""
     if p.table.unions is None:
         return None
     return check_aggregations(
@@ -217,6 +223,7 @@ def check_pattern(
         deadline=p.deadline,
         screen_only=screen_only,
         proven=proven,
+        deviations=deviations,
     )
 
 
@@ -244,9 +251,11 @@ def protect_aggregations(
     room_cap = np.maximum(p.room_up, p.room_down)
     y = y.copy()
     proven = set() if proven is None else proven
+    # The screen's deviations of a round prove anchors of the next without an LP.
+    deviations = Deviations()
     ticker = _Ticker()
     for round_ in range(1, max_rounds + 1):
-        check = check_pattern(p, y, screen_only=True, proven=proven)
+        check = check_pattern(p, y, screen_only=True, proven=proven, deviations=deviations)
         if check.status == "undecided" and highs.now() >= p.deadline:
             # Groups left undecided by the clock, not by the screen: not protected.
             log.info("aggregations: round %d, time limit reached", round_)
