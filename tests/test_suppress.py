@@ -409,3 +409,30 @@ def test_a_box_model_holds_the_relations_through_its_cells(seed):
     for j in range(lp.num_col_):
         got[index[start[j] : start[j + 1]], j] = value[start[j] : start[j + 1]]
     np.testing.assert_array_equal(got, want)
+
+
+def test_a_round_without_progress_opens_the_relation_an_aggregation_is_read_from():
+    """The rounds' fallback (fast._open_relations): A,I and A,III hidden alone in row A of
+    seed 002 Table 6 publish their sum 500 through row A; the cheapest published cell of
+    that relation that may be a complement, A,II (380 < the total's 880), is suppressed.
+    A relation with no published cell left adds nothing."""
+    from types import SimpleNamespace
+
+    from service.sdc.suppress.fast import _open_relations
+
+    t, p = _table_6_problem(30.0)
+    y = np.zeros(t.n_cells, bool)
+    for key in [("A", "I"), ("A", "III")]:
+        y[t.cell_index(key)] = True
+    row_a = [
+        r
+        for r in range(p.a.shape[0])
+        if set(p.a.indices[p.a.indptr[r] : p.a.indptr[r + 1]].tolist())
+        == {t.cell_index(("A", c)) for c in ("I", "II", "III", "Total")}
+    ]
+    assert len(row_a) == 1
+    found = [SimpleNamespace(relations=np.array(row_a))]
+    assert _open_relations(p, y, found) == 1
+    assert set(np.flatnonzero(y).tolist()) == {t.cell_index(("A", c)) for c in ("I", "II", "III")}
+    y[t.cell_index(("A", "Total"))] = True
+    assert _open_relations(p, y, found) == 0

@@ -78,7 +78,7 @@ from ..audit import audit_pattern
 from ..errors import InputError
 from ..problem import TableProblem
 from .exact import exact
-from .fast import log, protect, protect_aggregations, remove_superfluous
+from .fast import UNSETTLED, log, protect, protect_aggregations, remove_superfluous
 from .lps import Attacker, Cheapest
 from .partial import PartialResult, partial
 from .problem import COST_KINDS, cell_costs, prepare
@@ -242,7 +242,7 @@ def _search(problem, cost, forbidden, forced, method, start, end, budget, audit_
     # The exact method's incumbent must be safe in every respect (see exact).
     protected, why = protect_aggregations(p, y, cheapest, proven=proven)
     if protected is None:
-        if not why.startswith("time limit"):
+        if not why.startswith("time limit") and why != UNSETTLED:
             return done(None, "no_safe_pattern", why)
         # Out of time: the audit may still prove the pattern safe, else it names the
         # cells left unprotected.
