@@ -1357,12 +1357,14 @@ class _Group:
             witness = yield from self._judge(x[o_mu : o_mu + n_rel], "mip")
             if witness is not None:
                 return "sensitive", witness, "mip"
-        # A time limit, or a point the exact rule does not confirm (the request rule and
+        # A limit, or a point the exact rule does not confirm (the request rule and
         # waivers are over-approximated in the MIP, or round-off), leaves the group
-        # undecided, never safe.
+        # undecided, never safe. The limit is named as HiGHS reports it: stopping at the
+        # first point (the solution limit asked for above) is no limit of the caller's.
+        limit = highs.stopped_by(h)
         w.why.add(
-            "time limit reached in the MIP"
-            if outcome is Outcome.TIME_LIMIT
+            f"{limit} reached in the MIP"
+            if limit not in (None, "solution limit")
             else f"MIP ended with {highs.describe(h)!r} at a point the rule does not confirm"
         )
         return "undecided", None, "mip"
