@@ -8,11 +8,11 @@ import time
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
 
 from benchmarks.suppress import instance
 from service.sdc import highs
 from service.sdc.suppress import suppress
+from tests.mips import integer_program
 from tests.test_api_suppress import body, statuses
 
 
@@ -94,24 +94,6 @@ def test_route_refuses_a_work_limit_below_one(client):
     assert r.json()["detail"][0]["field"] == "work_limit"
 
 
-def _integer_program():
-    """A bounded integer program that HiGHS 1.16 solves in 18,120 simplex iterations and
-    481 nodes (hand-run): long enough that a budget binds in its root and in its tree."""
-    rng = np.random.default_rng(0)
-    n, m = 60, 40
-    a = sp.random(m, n, density=0.3, random_state=1, format="csc")
-    a.data = np.round(a.data * 20)
-    return highs.model(
-        -rng.integers(1, 30, n).astype(float),
-        np.zeros(n),
-        np.full(n, 5.0),
-        a,
-        np.full(m, -np.inf),
-        np.full(m, 50.0),
-        integer=np.ones(n, bool),
-    )
-
-
 @pytest.mark.parametrize("budget", [3_000, 5_000, 10_000])
 def test_a_mip_stops_at_its_work_budget(budget):
     """HiGHS applies no iteration limit to a MIP: the work meter stops it at the check of
@@ -121,7 +103,7 @@ def test_a_mip_stops_at_its_work_budget(budget):
     used = []
     for _ in range(2):
         clock = highs.WorkClock(wall_deadline=time.perf_counter() + 60)
-        h = _integer_program()
+        h = integer_program()
         with highs.using(clock):
             assert highs.run(h, budget) is highs.Outcome.TIME_LIMIT
         # What HiGHS runs between two checks cannot be stopped (none past it here).
@@ -132,13 +114,13 @@ def test_a_mip_stops_at_its_work_budget(budget):
     assert used[0] == used[1]
     # A MIP is not started with less left than the longest unchecked stretch seen.
     before = clock.used
-    h = _integer_program()
+    h = integer_program()
     with highs.using(clock):
         assert highs.run(h, before + clock.stride / 2) is highs.Outcome.TIME_LIMIT
     assert clock.used == before and highs.stopped_by(h) == "work limit"
     # With enough, it runs to the end and is charged what it took.
     clock = highs.WorkClock(wall_deadline=time.perf_counter() + 60)
-    h = _integer_program()
+    h = integer_program()
     with highs.using(clock):
         assert highs.run(h, 10**9) is highs.Outcome.OPTIMAL
     assert highs.stopped_by(h) is None
