@@ -975,7 +975,7 @@ class _Group:
                 np.zeros(na),
                 presolve="off",
                 solver="simplex",
-                simplex_strategy=1,
+                simplex_strategy=highs.DUAL_SIMPLEX,
             )
             # The objective bound last given (:meth:`_cheapest`'s ``enough`` plus the
             # anchor's cost), in an array so that it is updated in place with the bounds.

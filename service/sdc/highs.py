@@ -53,6 +53,8 @@ class _WarmPrimal(TypedDict):
 #: stays primal feasible, so primal simplex goes on from it where dual simplex would first
 #: have to repair dual feasibility (about 15x slower on the interval LPs).
 WARM_PRIMAL: _WarmPrimal = {"presolve": "off", "solver": "simplex", "simplex_strategy": 4}
+#: HiGHS's ``simplex_strategy`` for the dual simplex (``4`` is the primal).
+DUAL_SIMPLEX = 1
 
 
 class Outcome(enum.StrEnum):

@@ -41,6 +41,7 @@ class Attacker:
         self.h: highspy.Highs | None = None
         self.lower = self.upper = np.zeros(self.n)  # the columns' bounds, by cell
         self.costed = (-1, 0.0)  # (model column, sense) whose cost is set
+        self.cold = False  # built, not yet solved
 
     def _build(self, cols: np.ndarray) -> None:
         sub = self.a_csc[:, cols]
@@ -61,6 +62,7 @@ class Attacker:
         self.position[:] = -1
         self.position[cols] = np.arange(len(cols))
         self.costed = (-1, 0.0)
+        self.cold = True
 
     def set_pattern(self, y: np.ndarray, room_up=None, room_down=None) -> None:
         """Room ``y_j U_j`` up and ``y_j D_j`` down; ``y`` may be fractional (the LP
@@ -100,7 +102,16 @@ class Attacker:
             costs = [sense] if len(idx) == 1 else [0.0, sense]
             h.changeColsCost(len(idx), np.array(idx, dtype=np.int32), np.array(costs))
             self.costed = (i_col, sense)
-        outcome = highs.run(h, self.p.deadline)
+        if self.cold:
+            # A model just built has no basis to go on from: dual simplex from the slack
+            # basis (dual feasible for one cost of +-1 at 0) beats the primal (20x20x10,
+            # the protection's 227 attacks: 449 -> 476 iterations but 12.9 -> 7.2 ms).
+            h.setOptionValue("simplex_strategy", highs.DUAL_SIMPLEX)
+            outcome = highs.run(h, self.p.deadline)
+            h.setOptionValue("simplex_strategy", highs.WARM_PRIMAL["simplex_strategy"])
+            self.cold = False
+        else:
+            outcome = highs.run(h, self.p.deadline)
         if outcome is Outcome.OPTIMAL:
             value = h.getInfo().objective_function_value
             prices = np.zeros(self.p.a.shape[0])  # rows off the model touch no room: 0
