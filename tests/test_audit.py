@@ -194,6 +194,29 @@ def test_isolated_cell_gets_its_bounds_without_lp():
     assert (res.lower.tolist(), res.upper.tolist(), res.n_lp_solves) == ([-5.0], [7.0], 0)
 
 
+def test_bounds_of_one_relation_reached_by_an_optimum_need_no_lp():
+    """A 2x2 block of a 3x3 table: once min and max of cell (1, 1) are solved, each other
+    cell follows from one relation (x12 = 30 - x11, x21 = 40 - x11, x22 = 45 - x21) and
+    the two optima reach those bounds, so 2 LPs settle all eight bounds (7 when only the
+    a-priori bound 0 could be settled without an LP)."""
+    t = Table([Hierarchy.flat("r", ["1", "2", "3"]), Hierarchy.flat("c", ["1", "2", "3"])])
+    leaves = {("1", "1"): 10, ("1", "2"): 20, ("1", "3"): 5, ("2", "1"): 30, ("2", "2"): 15}
+    leaves |= {("2", "3"): 8, ("3", "1"): 7, ("3", "2"): 9, ("3", "3"): 11}
+    values = np.zeros(t.n_cells)
+    for key, v in leaves.items():
+        values[t.cell_index(key)] = v
+    values = t.fill_margins(values)
+    block = [("1", "1"), ("1", "2"), ("2", "1"), ("2", "2")]
+    suppressed = np.isin(np.arange(t.n_cells), [t.cell_index(k) for k in block])
+    res = feasibility_intervals(t, values, suppressed)
+    assert_matches(res, brute_force(t.relations, values, suppressed))
+    got = {key: (res.lower[i], res.upper[i]) for i, key in enumerate(block)}
+    assert got == {("1", "1"): (0, 30), ("1", "2"): (0, 30), ("2", "1"): (10, 40)} | {
+        ("2", "2"): (5, 35)
+    }
+    assert res.n_lp_solves == 2
+
+
 def test_unbounded_when_everything_is_suppressed():
     t, values, _ = geurts()
     suppressed = np.ones(t.n_cells, dtype=bool)

@@ -33,8 +33,9 @@ from .unions import UnionCheck
 # Published values must satisfy relations and bounds to this relative tolerance (relative
 # to the magnitude of the terms involved, at least 1); beyond it the table is inconsistent.
 _FEASIBILITY_RTOL = 1e-9
-# A feasible point within this relative distance of a cell's a-priori bound proves that
-# bound is the cell's min (max); no LP is needed for it.
+# A feasible point within this relative distance of an outer bound of a cell (its a-priori
+# bound, or one a single relation implies) proves that bound is the cell's min (max); no LP
+# is needed for it.
 _AT_BOUND_RTOL = 1e-9
 # Default relative tolerance of check_protection: HiGHS's feasibility tolerance, relative
 # to a cell's value and protection levels (never to its far bound), so solver round-off
@@ -54,7 +55,7 @@ class FeasibilityIntervals:
     lower, upper : numpy.ndarray of float
         Interval bounds; ``upper = +inf`` when unbounded, ``nan`` where not certified.
     certified : numpy.ndarray of bool
-        Both bounds were proven (LP optimal, LP unbounded, or an a-priori bound attained).
+        Both bounds were proven (LP optimal, LP unbounded, or an outer bound attained).
     status : {"optimal", "time_limit", "infeasible", "error"}
         ``optimal``: every interval is certified. ``time_limit``: the time ran out first;
         the cells not reached are uncertified. ``infeasible``: the published values
@@ -202,7 +203,9 @@ def feasibility_intervals(
     between solves, so every LP after the first starts from the previous optimal basis. A
     group of one cell needs no LP: its relations fix it, or none touches it and its
     interval is its bounds. A bound is also settled without an LP once an optimal
-    solution of an earlier LP attains the cell's a-priori bound there.
+    solution of an earlier LP (a feasible point) attains an outer bound of the cell: its
+    a-priori bound, or the bound one relation implies from the other cells' known
+    intervals (:func:`_settle`; about two thirds of the LPs on 3-D and 4-D patterns).
 
     The published values are checked first: if they contradict the relations or bounds,
     the status is ``infeasible`` and nothing is certified. No exception is raised for an
@@ -341,34 +344,24 @@ def _bound_group(block, rhs, tolerance, lb, ub, deadline):
     ``block`` is the group's constraint matrix in CSC form ``(indptr, indices, data)``,
     with ``|block @ x - rhs| <= tolerance`` and ``lb <= x <= ub``. Returns ``(lower, upper,
     n_solves, outcome)``; bounds not proven are nan.
+
+    A bound needs no LP once it is proven from both sides (:func:`_settle`): a bound
+    implied by one relation caps it, and an optimum of an earlier LP, a feasible point,
+    reaches it. On the 3-D and 4-D benchmark patterns this leaves a third of the LPs.
     """
     indptr, indices, data = block
     n, m = len(lb), len(rhs)
-    h = highs.model(
-        np.zeros(n),
-        lb,
-        ub,
-        sp.csc_matrix((data, indices, indptr), shape=(m, n)),
-        rhs - tolerance,
-        rhs + tolerance,
-        **highs.WARM_PRIMAL,
-    )
+    a = sp.csc_matrix((data, indices, indptr), shape=(m, n))
+    h = highs.model(np.zeros(n), lb, ub, a, rhs - tolerance, rhs + tolerance, **highs.WARM_PRIMAL)
 
     lower, upper = np.full(n, np.nan), np.full(n, np.nan)
     seen_lo, seen_hi = np.full(n, np.inf), np.full(n, -np.inf)
-    lb_tol = _AT_BOUND_RTOL * np.maximum(1.0, np.abs(np.where(np.isfinite(lb), lb, 0.0)))
-    ub_tol = _AT_BOUND_RTOL * np.maximum(1.0, np.abs(np.where(np.isfinite(ub), ub, 0.0)))
     costed = -1
     n_solves = 0
     for j in range(n):
         for sense in (1.0, -1.0):
-            # An earlier optimum that sits on the a-priori bound proves it is the extreme.
-            if sense > 0 and seen_lo[j] <= lb[j] + lb_tol[j]:
-                lower[j] = lb[j]
-                continue
-            if sense < 0 and seen_hi[j] >= ub[j] - ub_tol[j]:
-                upper[j] = ub[j]
-                continue
+            if not np.isnan(lower[j] if sense > 0 else upper[j]):
+                continue  # proven without an LP by an earlier _settle
             if time.perf_counter() >= deadline:
                 return lower, upper, n_solves, "time_limit"
             if costed not in (-1, j):
@@ -394,6 +387,7 @@ def _bound_group(block, rhs, tolerance, lb, ub, deadline):
                 x = np.asarray(h.getSolution().col_value)
                 np.minimum(seen_lo, x, out=seen_lo)
                 np.maximum(seen_hi, x, out=seen_hi)
+                _settle(a, rhs, tolerance, lb, ub, lower, upper, seen_lo, seen_hi)
             elif outcome is Outcome.UNBOUNDED:
                 if sense > 0:
                     lower[j] = -np.inf
@@ -404,6 +398,73 @@ def _bound_group(block, rhs, tolerance, lb, ub, deadline):
             else:
                 return lower, upper, n_solves, outcome.value
     return lower, upper, n_solves, "optimal"
+
+
+def _settle(a, rhs, tolerance, lb, ub, lower, upper, seen_lo, seen_hi):
+    """Prove, in place, every open bound (nan in ``lower``/``upper``) that a feasible point
+    already reaches: where the tightest bound implied by a-priori bounds and single
+    relations (:func:`_implied_bounds`) is within ``_AT_BOUND_RTOL`` of the least (greatest)
+    value the cell took at an earlier LP optimum ``seen_lo`` (``seen_hi``), no table does
+    better, and that bound is the cell's min (max).
+
+    The relations and bounds are those of the interval LP (seed 002 section 3, eqs.
+    3.1-3.5); the known intervals of the other cells, proven or a-priori, enter the implied
+    bounds. Of the maxima of the 20x20x10 benchmark pattern, 858 of 868 are such a bound.
+    """
+    known_lo = np.where(np.isnan(lower), lb, lower)
+    known_hi = np.where(np.isnan(upper), ub, upper)
+    implied_lo, implied_hi = _implied_bounds(a, rhs, tolerance, known_lo, known_hi)
+    implied_lo, implied_hi = np.maximum(implied_lo, lb), np.minimum(implied_hi, ub)
+    with np.errstate(invalid="ignore"):
+        # A point on an a-priori bound proves that bound itself, not a relation's bound a
+        # round-off inside it (7e-12 for 0 on 8x6x5x4).
+        implied_lo = np.where(
+            seen_lo <= lb + _AT_BOUND_RTOL * np.maximum(1.0, np.abs(lb)), lb, implied_lo
+        )
+        implied_hi = np.where(
+            seen_hi >= ub - _AT_BOUND_RTOL * np.maximum(1.0, np.abs(ub)), ub, implied_hi
+        )
+        lo_tol = _AT_BOUND_RTOL * np.maximum(1.0, np.abs(implied_lo))
+        hi_tol = _AT_BOUND_RTOL * np.maximum(1.0, np.abs(implied_hi))
+        reached_lo = np.isnan(lower) & np.isfinite(implied_lo) & (seen_lo <= implied_lo + lo_tol)
+        reached_hi = np.isnan(upper) & np.isfinite(implied_hi) & (seen_hi >= implied_hi - hi_tol)
+    lower[reached_lo] = implied_lo[reached_lo]
+    upper[reached_hi] = implied_hi[reached_hi]
+
+
+def _implied_bounds(a, rhs, tolerance, lo, hi):
+    """Per column ``j`` of ``a`` (CSC, no explicit zeros, every column with an entry: a
+    group of two or more cells), the tightest bounds on ``x_j`` that one relation
+    ``|a_r x - rhs_r| <= tolerance`` gives with the other cells within ``lo <= x <= hi``
+    (seed 002 section 3, eqs. 3.1-3.5)::
+
+        a_rj x_j <= rhs_r + tolerance - sum_{k != j} min(a_rk lo_k, a_rk hi_k)
+        a_rj x_j >= rhs_r - tolerance - sum_{k != j} max(a_rk lo_k, a_rk hi_k)
+
+    divided by ``a_rj`` (sides swapped when it is negative); ``-inf``/``inf`` where an
+    other cell's term is unbounded.
+    """
+    coef, rows = a.data, a.indices
+    cols = np.repeat(np.arange(a.shape[1]), np.diff(a.indptr))
+    least = np.where(coef > 0, coef * lo[cols], coef * hi[cols])
+    most = np.where(coef > 0, coef * hi[cols], coef * lo[cols])
+    n_rows = len(rhs)
+
+    def others(term, unbounded):
+        # Sum of the other entries' terms of each entry's row; ``unbounded`` where one is
+        # infinite.
+        infinite = ~np.isfinite(term)
+        finite = np.where(infinite, 0.0, term)
+        total = np.bincount(rows, finite, minlength=n_rows)[rows] - finite
+        n_inf = np.bincount(rows, infinite, minlength=n_rows)[rows] - infinite
+        return np.where(n_inf > 0, unbounded, total)
+
+    top = rhs[rows] + tolerance - others(least, -np.inf)
+    bottom = rhs[rows] - tolerance - others(most, np.inf)
+    upper = np.where(coef > 0, top, bottom) / coef
+    lower = np.where(coef > 0, bottom, top) / coef
+    starts = a.indptr[:-1]
+    return np.maximum.reduceat(lower, starts), np.minimum.reduceat(upper, starts)
 
 
 @dataclass(frozen=True)
