@@ -938,7 +938,15 @@ def test_screen_verdicts_with_and_without_stopping_at_the_bound(monkeypatch):
     assert stops > 0  # 38 of 91 LPs
     assert fast.status == slow.status == "sensitive"
     assert sorted(set(fast.failing)) == sorted(set(slow.failing))
-    assert len(fast.found) == len(slow.found) == 3
+    # The same sensitive aggregations; how often each is listed depends on which LPs ran
+    # to their optimum (the split's LP first, :meth:`_Group._magnitude_screen`).
+    assert distinct(fast.found) == distinct(slow.found)
+    assert len(distinct(fast.found)) == 3
+
+
+def distinct(found) -> set:
+    """The aggregations in ``found`` as (cells, coefficients), duplicates once."""
+    return {(tuple(a.cells.tolist()), tuple(np.round(a.coefficients, 9).tolist())) for a in found}
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))

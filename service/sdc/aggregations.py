@@ -1102,13 +1102,14 @@ class _Group:
         judgement; the witnesses and failures are then read in anchor order, as the
         anchor-by-anchor loop would list them.
 
-        Screen-only, an anchor whose first half of the split (some attacker elsewhere) the
-        kept deviations already prove gets the split's LP first (its own model): when that
-        proves the second half, the anchor is proven without its ``omega`` LP, which would
-        run to its optimum (20x20x10, round 1: 417 of 422 ``omega`` LPs; the check 7.2 ->
-        5.4 CPU s). The anchor is proven either way; a witness that the skipped LP's
-        multipliers would have shown for another atom is found later or by the next
-        round, so the rounds' requirements, not the verdicts, may differ."""
+        Screen-only, an anchor whose first half of the split (some attacker elsewhere) is
+        already proven (by its measures alone or with the kept deviations' bound) gets the
+        split's LP first (its own model): when that proves the second half, the anchor is
+        proven without its ``omega`` LP, which would run to its optimum (20x20x10, round 1:
+        417 of 422 ``omega`` LPs; the check 7.2 -> 5.4 CPU s). The anchor is proven either
+        way; a witness that the skipped LP's multipliers would have shown for another atom
+        is found later or by the next round, so the rounds' requirements, not the
+        verdicts, may differ."""
         w = self.w
         form = w.forms[k]
         if self._spanning():
@@ -1151,8 +1152,8 @@ class _Group:
             return rho, mu, status == "optimal"
 
         def plain_first(anchor: int) -> bool:
-            # The second half of the split, tried first where the kept deviations prove
-            # the first (see the docstring); True when the anchor is then proven.
+            # The second half of the split, tried first where the first is proven (see
+            # the docstring); True when the anchor is then proven.
             if not alone[anchor] - by_omega[anchor] < margins[anchor]:
                 return False
             rho, _, ok = lp("plain", plain, anchor, "plain-first")
@@ -1197,7 +1198,7 @@ class _Group:
         # Screen-only: phase by phase over all anchors.
         open_: list[tuple[int, float, np.ndarray | None]] = []
         for anchor in np.flatnonzero(near).tolist():
-            if proven[anchor] or (kept is not None and plain_first(anchor)):
+            if proven[anchor] or plain_first(anchor):
                 continue
             rho, mu, ok = omega_lp(anchor)
             if not ok:
