@@ -103,9 +103,9 @@ class Attacker:
             h.changeColsCost(len(idx), np.array(idx, dtype=np.int32), np.array(costs))
             self.costed = (i_col, sense)
         if self.cold:
-            # A model just built has no basis to go on from: dual simplex from the slack
-            # basis (dual feasible for one cost of +-1 at 0) beats the primal (20x20x10,
-            # the protection's 227 attacks: 449 -> 476 iterations but 12.9 -> 7.2 ms).
+            # A model just built has no basis to go on from: from the slack basis the dual
+            # simplex beats the primal (20x20x10, the protection's 227 attacks: 449 -> 476
+            # iterations but 12.9 -> 7.2 ms each, the same optima).
             h.setOptionValue("simplex_strategy", highs.DUAL_SIMPLEX)
             outcome = highs.run(h, self.p.deadline)
             h.setOptionValue("simplex_strategy", highs.WARM_PRIMAL["simplex_strategy"])
