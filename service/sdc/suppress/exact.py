@@ -12,7 +12,9 @@ every safe pattern, so the master's LP and MIP bounds are lower bounds on the op
   exactly): ``sum_{j in relation, j != i} y_j >= 1``, Fischetti and Salazar's (2000)
   simplest "bridgeless" inequality.
 * A relation whose sensitive and forced cells form a sensitive union must suppress one
-  more cell (:func:`_exposed_relations`).
+  more cell (:func:`_exposed_relations`); so must two relations sharing one cell,
+  combined to cancel it (seed 002 eq. 3.7), whose sensitive and forced cells form a
+  sensitive aggregation (:func:`_exposed_relation_pairs`).
 * Aggregation no-good cuts (seed 002 sections 3-6), from every MIP point: a pattern that
   publishes a sensitive aggregation is cut off together with every pattern that publishes
   the same one.
@@ -262,6 +264,10 @@ def exact(p: SearchProblem, att: Attacker, cheapest: Cheapest, incumbent: np.nda
             master.add(others, np.ones(len(others)), 1.0)
     for idx in _exposed_relations(p):
         master.add(idx, np.ones(len(idx)), 1.0)
+    two = _exposed_relation_pairs(p)
+    for idx in two:
+        master.add(idx, np.ones(len(idx)), 1.0)
+    log.info("exact: %d exposed relation pairs", len(two))
     log.info("exact: start, incumbent cost %.6g, %d rows", best_cost, len(master.lower))
     # The root rounds get half the time: on large tables one round is many attacker LPs
     # (100x100 hierarchical: 2,032 requirements, 20 s a round), and the repair of the
@@ -494,6 +500,56 @@ def _exposed_relations(p: SearchProblem) -> list[np.ndarray]:
     verdict = judge(lam, p.values, p.table.unions)
     sensitive = verdict.fired.any(axis=0) & verdict.checked
     return [free[k] for k in np.flatnonzero(sensitive)]
+
+
+def _exposed_relation_pairs(p: SearchProblem) -> list[np.ndarray]:
+    """Pairs of relations that must hold a suppressed cell besides their fixed ones: two
+    relations ``r1``, ``r2`` sharing one cell ``c`` combine to ``v = a_{r2,c} a_r1 -
+    a_{r1,c} a_r2``, which cancels ``c`` (seed 002 eq. 3.7). When its fixed suppressions
+    ``F`` (sensitive and forced cells of both relations besides ``c``) form an aggregation
+    ``sum_F v_j x_j`` the rule calls sensitive (:func:`service.sdc.unions.judge`, seed 002
+    sections 3-5), ``sum_{j in supp v, j not in F} y_j >= 1``. Valid for every safe
+    pattern: with no other cell of ``supp v`` suppressed, ``v``'s combination publishes
+    that aggregation, whether ``c`` is suppressed or not. The lazy aggregation no-goods
+    find the same rows one MIP point at a time; here they are all in the first LP.
+    Returns the cells it may add, per such pair."""
+    if p.table.unions is None:
+        return []
+    a = sp.csr_matrix(p.a, dtype=float)
+    pattern = a.copy()
+    pattern.data[:] = 1.0
+    shared = sp.triu(pattern @ pattern.T, k=1).tocoo()
+    one = shared.data == 1
+    r1, r2 = shared.row[one], shared.col[one]
+    if len(r1) == 0:
+        return []
+    # The shared cell and each relation's coefficient on it.
+    both = (pattern[r1].multiply(pattern[r2])).tocsr()
+    c = both.indices  # one per row
+    a1 = np.asarray(a[r1, c]).ravel()
+    a2 = np.asarray(a[r2, c]).ravel()
+    v = (sp.diags(a2) @ a[r1] - sp.diags(a1) @ a[r2]).tocsr()
+    v.eliminate_zeros()
+    forced = p.forced.astype(float)
+    lam = (v @ sp.diags(forced)).tocsr()
+    lam.eliminate_zeros()
+    # F must meet both relations beyond c, else one relation alone is the aggregation.
+    f1 = (pattern[r1] @ forced) - forced[c] >= 1
+    f2 = (pattern[r2] @ forced) - forced[c] >= 1
+    keep = f1 & f2
+    keep_idx = np.flatnonzero(keep)
+    if len(keep_idx) == 0:
+        return []
+    lam = lam[keep_idx]
+    lam = (sp.diags(np.where(lam @ p.values < 0, -1.0, 1.0)) @ lam).tocsr()
+    verdict = judge(lam, p.values, p.table.unions)
+    sensitive = verdict.fired.any(axis=0) & verdict.checked
+    free = (~p.forced & p.allowed).astype(float)
+    support = (abs(v[keep_idx[sensitive]]) @ sp.diags(free)).tocsr()
+    support.eliminate_zeros()
+    rows = np.split(support.indices, support.indptr[1:-1])
+    # An empty row would make the master infeasible: left to the audit, as no cut.
+    return [idx.copy() for idx in rows if len(idx)]
 
 
 def _pattern_no_good(p: SearchProblem, y: np.ndarray):
