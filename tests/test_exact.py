@@ -138,6 +138,19 @@ def test_exposed_relation_pairs_hold_for_the_audited_patterns(table):
             assert r.suppressed[idx].any()
 
 
+@pytest.mark.parametrize(("name", "rows"), [("10x10x5", 129), ("60x60 hier", 327)])
+def test_exposed_relation_pairs_hold_for_fast_patterns_of_other_tables(name, rows):
+    """The same rows on a 3-D and a hierarchical table (seed 1): each is met by the fast
+    method's audited pattern, which knows nothing of them."""
+    inst = instance(name, 1)
+    p = prepare(inst.problem, inst.cost, None, None, highs.now() + 60)
+    found = _exposed_relation_pairs(p)
+    assert len(found) == rows
+    r = _run(inst, "fast", work_limit=10**9)
+    assert r.safe
+    assert all(r.suppressed[idx].any() for idx in found)
+
+
 # Work limits at which exact overran before (HiGHS's MIPs had no iteration limit: a node
 # limit let the master MIP's root and the aggregation check's MIP run on): 30x30 used
 # 50,182 units of 40,000, 10x10x5 40,089 of 40,000, and the message did not say so. Each
