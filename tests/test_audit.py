@@ -80,19 +80,29 @@ def two_level(groups: list[int]) -> Hierarchy:
     return Hierarchy.from_children("h", children)
 
 
-@settings(deadline=None, max_examples=30)
-@given(
-    data=st.data(),
-    groups=st.lists(st.integers(1, 3), min_size=1, max_size=3),
-    n_flat=st.integers(1, 3),
-)
-def test_hierarchical_by_flat_matches_brute_force(data, groups, n_flat):
+#: The sizes :func:`hierarchical_by_flat` draws from, for ``@given``.
+HIERARCHICAL_BY_FLAT = {
+    "groups": st.lists(st.integers(1, 3), min_size=1, max_size=3),
+    "n_flat": st.integers(1, 3),
+}
+
+
+def hierarchical_by_flat(data, groups, n_flat):
+    """A two-level hierarchy crossed with a flat dimension, random leaves (margins
+    filled) and a random pattern: (table, values, suppressed)."""
     t = Table([two_level(groups), Hierarchy.flat("f", [f"f{i}" for i in range(n_flat)])])
     leaves = data.draw(st.lists(st.integers(0, 20), min_size=t.n_cells, max_size=t.n_cells))
-    values = t.fill_margins(np.where(t.is_leaf, leaves, 0))
+    values = t.fill_margins(np.where(t.is_leaf, leaves, 0)).astype(float)
     suppressed = np.array(
         data.draw(st.lists(st.booleans(), min_size=t.n_cells, max_size=t.n_cells))
     )
+    return t, values, suppressed
+
+
+@settings(deadline=None, max_examples=30)
+@given(data=st.data(), **HIERARCHICAL_BY_FLAT)
+def test_hierarchical_by_flat_matches_brute_force(data, groups, n_flat):
+    t, values, suppressed = hierarchical_by_flat(data, groups, n_flat)
     res = feasibility_intervals(t, values, suppressed)
     assert_matches(res, brute_force(t.relations, values, suppressed))
     # The true table is feasible, so every interval holds the true value.
@@ -101,21 +111,12 @@ def test_hierarchical_by_flat_matches_brute_force(data, groups, n_flat):
 
 
 @settings(deadline=None, max_examples=40)
-@given(
-    data=st.data(),
-    groups=st.lists(st.integers(1, 3), min_size=1, max_size=3),
-    n_flat=st.integers(1, 3),
-)
+@given(data=st.data(), **HIERARCHICAL_BY_FLAT)
 def test_intervals_under_a_priori_bounds_match_brute_force(data, groups, n_flat):
     """Per-cell a-priori bounds around the true values (some infinite, some tight): the
     bounds the audit proves without an LP (an earlier optimum reaching a bound implied by
     one relation, :func:`service.sdc.audit._settle`) are the LP extremes."""
-    t = Table([two_level(groups), Hierarchy.flat("f", [f"f{i}" for i in range(n_flat)])])
-    leaves = data.draw(st.lists(st.integers(0, 20), min_size=t.n_cells, max_size=t.n_cells))
-    values = t.fill_margins(np.where(t.is_leaf, leaves, 0)).astype(float)
-    suppressed = np.array(
-        data.draw(st.lists(st.booleans(), min_size=t.n_cells, max_size=t.n_cells))
-    )
+    t, values, suppressed = hierarchical_by_flat(data, groups, n_flat)
     slack = st.one_of(st.integers(0, 6).map(float), st.just(np.inf))
     below = np.array(data.draw(st.lists(slack, min_size=t.n_cells, max_size=t.n_cells)))
     above = np.array(data.draw(st.lists(slack, min_size=t.n_cells, max_size=t.n_cells)))

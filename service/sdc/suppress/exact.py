@@ -48,7 +48,7 @@ import scipy.sparse as sp
 
 from .. import highs
 from ..highs import Outcome
-from ..unions import judge
+from ..unions import UnionSource, judge
 from .fast import check_pattern, log, protect_aggregations, remove_superfluous
 from .lps import Attacker, Cheapest, unprotected
 from .problem import SearchProblem, requirements
@@ -495,11 +495,16 @@ def _exposed_relations(p: SearchProblem) -> list[np.ndarray]:
         (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
         shape=(len(free), len(p.values)),
     )
-    # Oriented as the union check orients them: published value non-negative.
+    return [free[k] for k in np.flatnonzero(_sensitive_rows(p, lam, p.table.unions))]
+
+
+def _sensitive_rows(p: SearchProblem, lam: sp.csr_matrix, unions: UnionSource) -> np.ndarray:
+    """Which rows of ``lam`` (aggregations of fixed cells, one per row) the rule calls
+    sensitive (:func:`service.sdc.unions.judge`), each oriented as the union check orients
+    them: published value non-negative."""
     lam = (sp.diags(np.where(lam @ p.values < 0, -1.0, 1.0)) @ lam).tocsr()
-    verdict = judge(lam, p.values, p.table.unions)
-    sensitive = verdict.fired.any(axis=0) & verdict.checked
-    return [free[k] for k in np.flatnonzero(sensitive)]
+    verdict = judge(lam, p.values, unions)
+    return verdict.fired.any(axis=0) & verdict.checked
 
 
 def _exposed_relation_pairs(p: SearchProblem) -> list[np.ndarray]:
@@ -540,10 +545,7 @@ def _exposed_relation_pairs(p: SearchProblem) -> list[np.ndarray]:
     keep_idx = np.flatnonzero(keep)
     if len(keep_idx) == 0:
         return []
-    lam = lam[keep_idx]
-    lam = (sp.diags(np.where(lam @ p.values < 0, -1.0, 1.0)) @ lam).tocsr()
-    verdict = judge(lam, p.values, p.table.unions)
-    sensitive = verdict.fired.any(axis=0) & verdict.checked
+    sensitive = _sensitive_rows(p, lam[keep_idx], p.table.unions)
     free = (~p.forced & p.allowed).astype(float)
     support = (abs(v[keep_idx[sensitive]]) @ sp.diags(free)).tocsr()
     support.eliminate_zeros()
