@@ -208,10 +208,11 @@ def check_pattern(
     screen_only: bool = False,
     proven: set | None = None,
     deviations: Deviations | None = None,
+    until: float | None = None,
 ):
     """The aggregation check of pattern ``y`` (cells derived through the a-priori bounds
-    are left to the final audit), or ``None`` without contributions or a union rule;
-    ``proven`` and ``deviations`` as in
+    are left to the final audit) by ``until`` (default the search's deadline), or
+    ``None`` without contributions or a union rule; ``proven`` and ``deviations`` as in
     :func:`service.sdc.aggregations.check_aggregations`."""
     if p.table.unions is None:
         return None
@@ -220,7 +221,7 @@ def check_pattern(
         p.values,
         y,
         p.table.unions,
-        deadline=p.deadline,
+        deadline=p.deadline if until is None else until,
         screen_only=screen_only,
         proven=proven,
         deviations=deviations,
