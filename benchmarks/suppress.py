@@ -5,6 +5,7 @@ Run with ``scripts/bench suppress`` (or ``python -m benchmarks.suppress``)::
 
     python -m benchmarks.suppress [--sizes 10x10 30x30 ...] [--seed 0]
         [--fast-limit 600] [--exact-limit 120] [--tau-limit 120] [--no-tauargus]
+        [--criterion aggregations|intervals]
 
 Instances: :data:`tests.generate.SIZES` (10x10, 30x30, 100x100 with a 2-level
 hierarchy on both dimensions, 20x20x10, 250x200 = 50,451 cells), generated with ``--seed``:
@@ -25,6 +26,11 @@ run; its patterns are audited with the same audit, our protection levels and uni
 tau-ARGUS pattern that fails the audit gets a second row, "MOD made safe" ("OPT made
 safe"): that pattern with every cell forced, completed by our fast method (seconds:
 tau-ARGUS's plus ours), so that its value can be compared among safe patterns.
+
+``--criterion intervals`` judges every pattern by its intervals alone (no contributions
+sent, so neither our methods nor the audit look at aggregations of suppressed cells): the
+criterion of tau-ARGUS and of GaussSuppression's interval mode, for a like-for-like
+comparison of value; the default ``aggregations`` is the service's own criterion.
 
 The exact method runs on every size up to 20,000 cells; the 50,451-cell table gets the fast
 method only (and tau-ARGUS MOD). Heavy: the large sizes take minutes each on 2 cores.
@@ -79,7 +85,7 @@ class Instance:
     sensitive: np.ndarray
     upl: np.ndarray
     lpl: np.ndarray
-    unions: UnionSource
+    unions: UnionSource | None  # None: intervals only (``--criterion intervals``)
     cost: np.ndarray
 
     @property
@@ -89,7 +95,7 @@ class Instance:
         )
 
 
-def instance(name: str, seed: int) -> Instance:
+def instance(name: str, seed: int, aggregations: bool = True) -> Instance:
     g = gen.preset(name, seed=seed)
     m = g.magnitudes(RULES.depth)
     v = primary.assess(m, RULES)
@@ -99,7 +105,7 @@ def instance(name: str, seed: int) -> Instance:
         v.sensitive,
         v.upper_protection,
         v.lower_protection,
-        UnionSource(m, RULES, contributions=g.contributions),
+        UnionSource(m, RULES, contributions=g.contributions) if aggregations else None,
         cell_costs("value", g.values, g.counts),
     )
 
@@ -247,6 +253,14 @@ def main(argv: list[str] | None = None) -> None:
         "the engine takes whole minutes)",
     )
     parser.add_argument("--no-tauargus", action="store_true")
+    parser.add_argument(
+        "--criterion",
+        choices=("aggregations", "intervals"),
+        default="aggregations",
+        help="what makes a pattern safe: intervals and every aggregation of suppressed "
+        "cells (the service's criterion, default), or intervals alone (tau-ARGUS's and "
+        "GaussSuppression's, for a like-for-like comparison)",
+    )
     parser.add_argument("--json", type=Path, help="also write the rows to this file")
     args = parser.parse_args(argv)
 
@@ -257,15 +271,15 @@ def main(argv: list[str] | None = None) -> None:
         tau_ok, tau_why = tauargus.availability()
     print(
         f"Secondary suppression, p% (p=15) + minimum frequency 3, cost = value, seed "
-        f"{args.seed}; limits: fast {args.fast_limit:g} s, exact {args.exact_limit:g} s, "
-        f"tau-ARGUS {args.tau_limit:g} s"
+        f"{args.seed}, criterion {args.criterion}; limits: fast {args.fast_limit:g} s, "
+        f"exact {args.exact_limit:g} s, tau-ARGUS {args.tau_limit:g} s"
     )
     print(f"tau-ARGUS: {tau_why}")
     print(HEADER)
     print("-" * len(HEADER))
     rows = []
     for name in args.sizes:
-        inst = instance(name, args.seed)
+        inst = instance(name, args.seed, aggregations=args.criterion == "aggregations")
         runs = [lambda inst=inst: [ours(inst, "fast", args.fast_limit)]]
         if inst.g.n_cells <= EXACT_MAX_CELLS:
             runs.append(lambda inst=inst: [ours(inst, "exact", args.exact_limit)])
