@@ -294,7 +294,12 @@ def main(argv: list[str] | None = None) -> None:
     print(
         "\nvalue%: suppressed share of the sum of all cells (margins included); gap%: "
         "(cost - proven bound) / cost; audit: service.sdc.audit.audit_pattern on the "
-        "pattern (intervals and published unions), run apart from the method."
+        + (
+            "pattern (intervals and published unions)"
+            if args.criterion == "aggregations"
+            else "pattern (intervals alone: --criterion intervals)"
+        )
+        + ", run apart from the method."
     )
     if args.json:
         args.json.write_text(json.dumps([asdict(r) for r in rows], indent=1))
