@@ -278,3 +278,23 @@ def test_no_lonely_complement_rows_by_hand():
     assert (
         rows.sum(axis=1) == [a[r].sum() - 2 for r in open_relations for _ in range(a[r].sum())]
     ).all()
+
+
+def test_no_lonely_complement_rows_stay_within_their_budget(monkeypatch):
+    """The rows of the shortest relations first, up to ``LONELY_MAX_NONZEROS`` entries. A
+    3x2 table with margins, (a, x) sensitive: the open relations are rows b, c and T (3
+    cells: 3 rows of 3 entries each) and columns y and T (4 cells: 16 entries); a budget
+    of 30 keeps the three rows (27 entries)."""
+    from service.sdc.table import Hierarchy, Table
+
+    exact_module = sys.modules["service.sdc.suppress.exact"]
+    t = Table([Hierarchy.flat("r", ["a", "b", "c"], "T"), Hierarchy.flat("c", ["x", "y"], "T")])
+    x = t.fill_margins(np.where(t.is_leaf, 10.0, 0.0))
+    sens = np.zeros(t.n_cells, bool)
+    sens[t.cell_index(("a", "x"))] = True
+    p = prepare(TableProblem.of(t, x, sens, sens * 5.0, sens * 5.0), x, None, None, 1e18)
+    full = _no_lonely_complements(p)
+    monkeypatch.setattr(exact_module, "LONELY_MAX_NONZEROS", 30)
+    capped = _no_lonely_complements(p)
+    assert full.nnz == 3 * 9 + 2 * 16
+    assert capped.shape[0] == 9 and capped.nnz == 27

@@ -65,6 +65,9 @@ ROOT_STALL = 5
 #: point is safe is then solved to ``FINAL_GAP``.
 ROUND_GAP = 5e-3
 FINAL_GAP = 1e-9
+#: Entries of the rows against lonely complements (:func:`_no_lonely_complements`) at
+#: most: 100x100 hierarchical needs 120,628, 20x20x10 63,081.
+LONELY_MAX_NONZEROS = 1_000_000
 
 
 def strengthen(coef: np.ndarray, level: float, forced: np.ndarray, allowed: np.ndarray):
@@ -510,11 +513,21 @@ def _no_lonely_complements(p: SearchProblem) -> sp.csr_matrix:
     involve it (seed 002 sections 3-6 judge a subset). Removing such cells one at a time
     from a cheapest safe pattern gives a safe pattern, no dearer, that meets every row;
     it meets every cut too, since the cuts hold for every safe pattern. Relations with a
-    forced cell need no row (its fixed 1 meets it)."""
+    forced cell need no row (its fixed 1 meets it).
+
+    A relation of ``m`` cells gives ``m`` rows of ``m`` entries: the shortest relations
+    first, up to ``LONELY_MAX_NONZEROS`` entries in all (the rows are cuts: leaving some
+    out keeps the bound valid), so that a large table with few sensitive cells (a
+    1000 x 1000 table: 2,002 open relations, 2e9 entries) cannot exhaust memory."""
     a = p.a.tocsr()
     member = sp.csr_matrix((np.ones(a.nnz), a.indices, a.indptr), shape=a.shape)
     free = p.allowed & ~p.forced
     open_relations = np.flatnonzero((member @ p.forced.astype(float)) == 0)
+    size = member[open_relations] @ p.allowed.astype(float)
+    entries = size * (member[open_relations] @ free.astype(float))
+    order = np.argsort(entries, kind="stable")
+    kept = order[np.cumsum(entries[order]) <= LONELY_MAX_NONZEROS]
+    open_relations = open_relations[np.sort(kept)]
     member = member[open_relations] @ sp.diags(p.allowed.astype(float))
     member = sp.csr_matrix(member)
     member.eliminate_zeros()
