@@ -3,14 +3,16 @@ cuts, started from the fast method's audited pattern (see :mod:`service.sdc.supp
 
 The master is ``min c y`` over ``y in {0,1}^n`` (``y = 1`` on sensitive and forced cells,
 ``0`` on cells that may not be complements) with the cuts found so far; every cut holds for
-every safe pattern, so the master's LP and MIP bounds are lower bounds on the optimum.
+every safe pattern, or for a cheapest one, so the master's LP and MIP bounds are lower
+bounds on the optimum.
 
 * Capacity cuts (module :mod:`service.sdc.suppress`) from the attacker LP's row prices, at
   fractional points of the master's LP relaxation (root cutting planes) and at the 0/1
   points its MIP returns, strengthened for 0/1 patterns (:func:`strengthen`).
 * A sensitive cell may not be the only suppressed cell of a relation (it is disclosed
   exactly): ``sum_{j in relation, j != i} y_j >= 1``, Fischetti and Salazar's (2000)
-  simplest "bridgeless" inequality.
+  simplest "bridgeless" inequality; nor may a complement, in a cheapest pattern
+  (:func:`_no_lonely_complements`: valid for the bound, not for every safe pattern).
 * A relation whose sensitive and forced cells form a sensitive union must suppress one
   more cell (:func:`_exposed_relations`); so must two relations sharing one cell,
   combined to cancel it (seed 002 eq. 3.7), whose sensitive and forced cells form a

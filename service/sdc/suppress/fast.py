@@ -21,6 +21,9 @@ from .problem import SearchProblem, requirements
 log = logging.getLogger("sdc.suppress")
 #: Seconds between two progress lines of one phase.
 PROGRESS_SECONDS = 10.0
+#: A swap of the clean-up is kept only when the cells added cost at least this share
+#: less than the cell dropped: ties would let the pass trade cells back and forth.
+SWAP_GAIN_RTOL = 1e-6
 
 
 class _Ticker:
@@ -225,7 +228,6 @@ def _renew(
             if added >= p.cost[j] * (1.0 - SWAP_GAIN_RTOL):
                 return None
             trial[new] = True
-            attacker_set = False
             renewed[k] = used
             continue
         if outcome != "untried":
@@ -247,11 +249,6 @@ def _renew(
         else:
             renewed[k] = np.arange(len(trial))
     return renewed
-
-
-#: A swap is kept only when the cells added cost at least this share less than the cell
-#: dropped: ties would let the pass trade cells back and forth.
-SWAP_GAIN_RTOL = 1e-6
 
 
 def check_pattern(
