@@ -67,6 +67,8 @@ ROOT_STALL = 5
 #: point is safe is then solved to ``FINAL_GAP``.
 ROUND_GAP = 5e-3
 FINAL_GAP = 1e-9
+#: A MIP's dual bound this close to the incumbent's cost proves it optimal.
+MIP_BOUND_RTOL = 1e-6
 #: Entries of the rows against lonely complements (:func:`_no_lonely_complements`) at
 #: most: 100x100 hierarchical needs 120,628, 20x20x10 63,081.
 LONELY_MAX_NONZEROS = 1_000_000
@@ -183,10 +185,16 @@ class _Master:
         better point or bound anyway."""
         return highs.affords(deadline, max(self.last, self.relaxed))
 
-    def mip(self, start: np.ndarray, cutoff: float, gap: float, deadline: float):
-        """Solve the master MIP from ``start`` (which meets every row) with nothing above
-        ``cutoff``: (outcome, point or None, dual bound, nodes, the limit that stopped it
-        or ``None``)."""
+    def mip(self, cutoff: float, gap: float, deadline: float):
+        """Solve the master MIP with nothing above ``cutoff``: (outcome, point or None,
+        dual bound, nodes, the limit that stopped it or ``None``).
+
+        No start solution is passed: HiGHS 1.16, given one (``setSolution``), can end
+        ``optimal`` with the objective value of a better point while ``getSolution``
+        still returns the start (a 4x4 table: objective 1,106, the start's 1,283 read
+        back), which read as "nothing better than the incumbent" and a false proof of
+        optimality; above the cutoff the start could not be used anyway. A point whose
+        cost differs from the objective HiGHS reports is not returned."""
         n = len(self.p.values)
         lengths = np.fromiter((len(i) for i in self.index), np.int64, len(self.index))
         indptr = np.concatenate([[0], np.cumsum(lengths)])
@@ -210,15 +218,20 @@ class _Master:
             mip_rel_gap=gap,
             objective_bound=cutoff,
         )
-        solution = highspy.HighsSolution()
-        solution.col_value = start.astype(float)
-        h.setSolution(solution)
         outcome = highs.run(h, deadline)
         info = h.getInfo()
         self.last = float(max(int(info.simplex_iteration_count), 0))
         y = None
         if outcome in (Outcome.OPTIMAL, Outcome.TIME_LIMIT) and highs.has_point(h):
             y = np.asarray(h.getSolution().col_value) > 0.5
+            value = float(info.objective_function_value)
+            if abs(float(self.p.cost @ y) - value) > 1e-6 * max(1.0, abs(value)):
+                log.warning(
+                    "exact: MIP point costs %.6g, HiGHS reports %.6g: not used",
+                    float(self.p.cost @ y),
+                    value,
+                )
+                y = None
         return (
             outcome,
             y,
@@ -332,7 +345,7 @@ def exact(p: SearchProblem, att: Attacker, cheapest: Cheapest, incumbent: np.nda
         # Nothing at or above the incumbent's cost is of interest: a MIP that finds
         # nothing below it proves it optimal.
         cutoff = best_cost * (1 - FINAL_GAP)
-        outcome, y, dual, nodes, limit = master.mip(best, cutoff, gap, p.deadline)
+        outcome, y, dual, nodes, limit = master.mip(cutoff, gap, p.deadline)
         solves += 1
         log.info(
             "exact: MIP %d, %s, bound %.6g, point %s, incumbent %.6g, %d nodes, %d cuts",
@@ -359,12 +372,20 @@ def exact(p: SearchProblem, att: Attacker, cheapest: Cheapest, incumbent: np.nda
             return stop("time_limit", f"{limit} reached; best safe pattern returned")
         if y is None or float(p.cost @ y) >= best_cost:
             # Out of time with nothing better than the incumbent, or the MIP's point is the
-            # incumbent itself (within the gap): the loop's checks decide.
-            if outcome is Outcome.OPTIMAL and gap > FINAL_GAP:
+            # incumbent itself (within the gap): the loop's checks decide. The incumbent
+            # is called optimal only on the MIP's own bound, never on its point alone.
+            proven = np.isfinite(dual) and dual >= best_cost * (1 - MIP_BOUND_RTOL)
+            if outcome is Outcome.OPTIMAL and y is not None and gap > FINAL_GAP:
                 gap = FINAL_GAP
-            elif outcome is Outcome.OPTIMAL:
+            elif outcome is Outcome.OPTIMAL and proven:
                 bound(best_cost)
                 settled = True
+            elif outcome is Outcome.OPTIMAL:
+                return stop(
+                    "feasible",
+                    "the MIP ended without a usable point below the incumbent and without "
+                    "proving there is none; best safe pattern returned",
+                )
             continue
         missing, reach = unprotected(att, p, y)
         log.info("exact: point checked, %s requirements missed", len(missing or ()))
