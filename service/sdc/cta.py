@@ -755,11 +755,11 @@ class _Model:
         if out is Outcome.OPTIMAL or (out is Outcome.TIME_LIMIT and highs.has_point(h)):
             col = np.asarray(h.getSolution().col_value)
             point, up = col[: 2 * n], col[2 * n :] > 0.5
-            objective = float(info.objective_function_value)
+            objective = float(cost @ col)  # the point's own (see _gap)
         up_full = np.zeros(n, bool)
         up_full[cells] = up
         lower = float(info.mip_dual_bound) if point is not None else np.nan
-        gap = max(float(info.mip_gap), 0.0) if point is not None else np.nan
+        gap = _gap(info, objective) if point is not None else np.nan
         return _MipResult(out, point, objective, lower, gap, up_full, heuristic)
 
 
@@ -783,12 +783,18 @@ def _within(t: float) -> float:
 
 
 def _gap(info, objective: float) -> float:
-    """HiGHS's relative MIP gap, 0 when the objective is 0 (HiGHS's ratio is then
-    undefined, and a table with objective 0 is optimal)."""
+    """The relative gap of ``objective``, the returned point's own (computed from the
+    point), to HiGHS's dual bound; 0 when the objective is 0 (a table with objective 0 is
+    optimal). Not HiGHS's ``mip_gap``: given a start solution, HiGHS 1.16 can report the
+    objective of a better point than the one ``getSolution`` returns (found in the exact
+    suppression method, :meth:`service.sdc.suppress.exact._Master.mip`), and the gap
+    reported must be the returned point's."""
     if abs(objective) <= 1e-12:
         return 0.0
-    g = float(info.mip_gap)
-    return max(g, 0.0) if np.isfinite(g) else np.nan
+    bound = float(info.mip_dual_bound)
+    if not np.isfinite(bound):
+        return np.nan
+    return max((objective - bound) / abs(objective), 0.0)
 
 
 def _directions(col: np.ndarray, cells: np.ndarray, n: int) -> np.ndarray:
