@@ -244,10 +244,10 @@ class _Master:
 def exact(p: SearchProblem, att: Attacker, cheapest: Cheapest, incumbent: np.ndarray):
     """Fischetti-Salazar branch-and-cut by root cutting planes and iterated MIP solves.
 
-    ``incumbent`` must be safe (intervals and unions): it satisfies every cut, so it starts
-    each MIP and bounds its objective, and a MIP with nothing at or below that bound
-    proves the incumbent optimal. Returns (pattern, status, message, lower bound, master
-    solves).
+    ``incumbent`` must be safe (intervals and unions): its cost bounds each MIP's
+    objective (a cutoff just below it), and a MIP that proves nothing lies below the
+    cutoff proves the incumbent optimal. Returns (pattern, status, message, lower bound,
+    master solves).
     """
     master = _Master(p)
     best = incumbent.copy()
