@@ -45,6 +45,22 @@ def test_same_pattern_on_a_slow_and_a_fast_machine(table, work_limit, monkeypatc
     assert first.work <= work_limit or first.status == "time_limit"
 
 
+# 60x60 hier without contributions (seed 1): 8,000 units stop the swap pass after 8
+# swaps, an unbounded budget lets it make all 19.
+@pytest.mark.parametrize("work_limit", [8_000, 10**9])
+def test_same_pattern_with_swaps_on_a_slow_and_a_fast_machine(work_limit, monkeypatch):
+    """Without contributions the clean-up also swaps (its pass runs on the work clock
+    too): the same pattern on a machine fifty times slower."""
+    inst = instance("60x60 hier", 1, aggregations=False)
+    first = _run(inst, work_limit=work_limit)
+    real = time.perf_counter
+    origin = real()
+    monkeypatch.setattr(time, "perf_counter", lambda: origin + 50 * (real() - origin))
+    slow = _run(inst, work_limit=work_limit)
+    monkeypatch.undo()
+    _same(first, slow)
+
+
 def test_budget_binds_where_it_says(table):
     # 300 units stop the protection itself (hand-read from the 30x30 preset: the search
     # needs about 4,500 units in all); the message speaks of work, not time.
