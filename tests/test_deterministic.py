@@ -31,17 +31,21 @@ def _same(a, b):
     assert a.work == b.work
 
 
-@pytest.mark.parametrize("work_limit", [300, 3_000, 10**9])
-def test_same_pattern_on_a_slow_and_a_fast_machine(table, work_limit, monkeypatch):
-    first = _run(table, work_limit=work_limit)
-    # A machine fifty times slower: every reading of the wall clock has moved on fifty
-    # times as far. The wall clock decides nothing in deterministic mode.
+def _on_a_slow_machine(inst, work_limit, monkeypatch):
+    """The run as on a machine fifty times slower: every reading of the wall clock has
+    moved on fifty times as far. The wall clock decides nothing in deterministic mode."""
     real = time.perf_counter
     origin = real()
     monkeypatch.setattr(time, "perf_counter", lambda: origin + 50 * (real() - origin))
-    slow = _run(table, work_limit=work_limit)
+    slow = _run(inst, work_limit=work_limit)
     monkeypatch.undo()
-    _same(first, slow)
+    return slow
+
+
+@pytest.mark.parametrize("work_limit", [300, 3_000, 10**9])
+def test_same_pattern_on_a_slow_and_a_fast_machine(table, work_limit, monkeypatch):
+    first = _run(table, work_limit=work_limit)
+    _same(first, _on_a_slow_machine(table, work_limit, monkeypatch))
     assert first.work <= work_limit or first.status == "time_limit"
 
 
@@ -52,13 +56,7 @@ def test_same_pattern_with_swaps_on_a_slow_and_a_fast_machine(work_limit, monkey
     """Without contributions the clean-up also swaps (its pass runs on the work clock
     too): the same pattern on a machine fifty times slower."""
     inst = instance("60x60 hier", 1, aggregations=False)
-    first = _run(inst, work_limit=work_limit)
-    real = time.perf_counter
-    origin = real()
-    monkeypatch.setattr(time, "perf_counter", lambda: origin + 50 * (real() - origin))
-    slow = _run(inst, work_limit=work_limit)
-    monkeypatch.undo()
-    _same(first, slow)
+    _same(_run(inst, work_limit=work_limit), _on_a_slow_machine(inst, work_limit, monkeypatch))
 
 
 def test_budget_binds_where_it_says(table):

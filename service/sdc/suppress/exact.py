@@ -224,12 +224,10 @@ class _Master:
         y = None
         if outcome in (Outcome.OPTIMAL, Outcome.TIME_LIMIT) and highs.has_point(h):
             y = np.asarray(h.getSolution().col_value) > 0.5
-            value = float(info.objective_function_value)
-            if abs(float(self.p.cost @ y) - value) > 1e-6 * max(1.0, abs(value)):
+            value, cost = float(info.objective_function_value), float(self.p.cost @ y)
+            if abs(cost - value) > 1e-6 * max(1.0, abs(value)):
                 log.warning(
-                    "exact: MIP point costs %.6g, HiGHS reports %.6g: not used",
-                    float(self.p.cost @ y),
-                    value,
+                    "exact: MIP point costs %.6g, HiGHS reports %.6g: not used", cost, value
                 )
                 y = None
         return (
@@ -558,17 +556,15 @@ def _no_lonely_complements(p: SearchProblem) -> sp.csr_matrix:
     1000 x 1000 table: 2,002 open relations, 2e9 entries) cannot exhaust memory."""
     a = p.a.tocsr()
     member = sp.csr_matrix((np.ones(a.nnz), a.indices, a.indptr), shape=a.shape)
-    free = p.allowed & ~p.forced
+    free = (p.allowed & ~p.forced).astype(float)
     open_relations = np.flatnonzero((member @ p.forced.astype(float)) == 0)
-    size = member[open_relations] @ p.allowed.astype(float)
-    entries = size * (member[open_relations] @ free.astype(float))
-    order = np.argsort(entries, kind="stable")
-    kept = order[np.cumsum(entries[order]) <= LONELY_MAX_NONZEROS]
-    open_relations = open_relations[np.sort(kept)]
-    member = member[open_relations] @ sp.diags(p.allowed.astype(float))
-    member = sp.csr_matrix(member)
+    # Each open relation's allowed cells (the others are fixed at 0).
+    member = sp.csr_matrix(member[open_relations] @ sp.diags(p.allowed.astype(float)))
     member.eliminate_zeros()
-    coo = (member @ sp.diags(free.astype(float))).tocoo()
+    entries = np.diff(member.indptr) * (member @ free)
+    order = np.argsort(entries, kind="stable")
+    member = member[np.sort(order[np.cumsum(entries[order]) <= LONELY_MAX_NONZEROS])]
+    coo = (member @ sp.diags(free)).tocoo()
     coo.eliminate_zeros()
     # One row per (relation, complement): the relation's allowed cells, -1 on the cell.
     rows = member[coo.row] - 2.0 * sp.csr_matrix(
