@@ -88,7 +88,7 @@ import time
 from collections.abc import Generator
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, NamedTuple
 
 import highspy
 import numpy as np
@@ -554,7 +554,7 @@ class _Table:
         # Column-major: a check takes the columns of its hidden cells (one slice).
         self.a_cols = sp.csc_matrix(getattr(relations, "relations", relations), dtype=float)
         self.g = atom_map(relations, source)
-        self.atoms = np.flatnonzero(np.diff(self.g.tocsc().indptr) > 0)
+        self.atoms = np.flatnonzero(np.diff(self.g_cols.indptr) > 0)
         # Untyped: a rule's form is None exactly for the frequency rule (its ``n``).
         self.rules: tuple[Any, ...] = source.ruleset.effective_rules()
         self.forms: list[Any] = [slot_form(r) for r in self.rules]
@@ -578,6 +578,11 @@ class _Table:
         table = cls(relations, source)
         source.memo["aggregations"] = (relations, table)
         return table
+
+    @cached_property
+    def g_cols(self) -> sp.csc_matrix:
+        """The atom map column-major: the cells each atom lies in."""
+        return self.g.tocsc()
 
     @cached_property
     def spanning(self) -> tuple[np.ndarray, np.ndarray]:
@@ -1502,6 +1507,42 @@ class Deviations:
             (int(group.atoms[anchor]), group.atoms[nz], z[nz], max(slack, 0.0))
         )
 
+    def add_met(
+        self,
+        needs: Requirements,
+        need: Requirement,
+        cells: np.ndarray,
+        z: np.ndarray,
+        hidden: np.ndarray,
+    ) -> None:
+        """Keep a deviation of the table that meets ``need`` (``cells`` moved by ``z``, all
+        hidden in pattern ``hidden``), as if the screen's LP under ``need.key`` had found
+        it: it moves the anchor beyond the level with every other atom within its cost,
+        so it is dual feasible there (:class:`Requirements`), and the next check proves
+        the anchor, and scaled other atoms, without an LP (20x20x10, seed 1: round 2 had
+        solved 256 screen LPs again for the anchors that round 1's requirements had just
+        protected). Its atoms' moves are kept, shrunk by a millionth as the screen's own,
+        with the slack they show on the rooms and, through the cells they move, on the
+        relations among hidden cells: what :meth:`bound` accepts where it tests them."""
+        if need.key is None:
+            return
+        t = needs.table
+        on = t.atom_pos[cells] >= 0
+        atoms, za = cells[on], z[on] * (1.0 - 1e-6)
+        if not len(atoms) or self.nonzeros + len(atoms) > _KEEP_NONZEROS:
+            return
+        self.n_cells = len(hidden)
+        self.nonzeros += len(atoms)
+        moves = sp.csc_matrix(t.g_cols[:, atoms] @ sp.csc_matrix(za[:, None]))
+        inside = hidden[moves.indices]
+        residual = np.abs(t.a_cols[:, moves.indices[inside]] @ moves.data[inside])
+        room = np.where(atoms == need.cell, np.inf, need.room[atoms])
+        slack = max(residual.max(initial=0.0), (np.abs(za) - room).max(initial=0.0))
+        order = np.argsort(atoms)
+        self._new.setdefault(need.key, []).append(
+            (need.cell, atoms[order], za[order], max(slack, 0.0))
+        )
+
     @staticmethod
     def _slack(group: _Group, z, anchor: np.ndarray, cost: np.ndarray) -> np.ndarray:
         """Per row of ``z`` (over ``group``'s atoms, dense or sparse) and its anchor's
@@ -1560,7 +1601,9 @@ class Deviations:
         z, at = abs(z[np.flatnonzero(ok)]).tocsr(), at[ok]
         inside = np.flatnonzero(at >= 0)
         # Its own anchor: |z| as found; every other atom: z scaled as proven_by_last does.
-        own = np.asarray(z[inside, at[inside]]).ravel()
+        # (scipy returns a sparse matrix, not an array, for an empty selection: rows whose
+        # anchor lies outside the group, as after a round that split its group)
+        own = np.asarray(z[inside, at[inside]]).ravel() if inside.size else np.zeros(0)
         np.maximum.at(out, at[inside], own)
         scale = np.ones(len(at))
         c = np.where(np.isfinite(cost), cost, 0.0)[at[inside]]
@@ -1615,6 +1658,19 @@ def _block_row(n_col: int, blocks: dict) -> sp.csr_matrix:
     return sp.csr_matrix((data, (r, c)), shape=(n_rows, n_col))
 
 
+class Requirement(NamedTuple):
+    """One deviation the screen needs (:class:`Requirements`): ``cell`` moved beyond
+    ``level`` while every other atom moves within ``room``. ``key`` names the screen LP it
+    is the dual of, ``(rule, "omega")`` or ``(rule, "plain")`` as in
+    :meth:`_Group._magnitude_screen` (``None`` under a frequency rule): a deviation that
+    meets it proves the cell there (:meth:`Deviations.add_met`)."""
+
+    cell: int
+    level: float
+    room: np.ndarray
+    key: tuple[int, str] | None
+
+
 class Requirements:
     """What protecting an atom against aggregations asks of the other cells, for the
     suppression methods (:mod:`service.sdc.suppress`).
@@ -1632,7 +1688,7 @@ class Requirements:
     def __init__(self, relations, source: UnionSource):
         n = source.cells.n_cells
         self.source = source
-        t = _Table.of(relations, source)
+        self.table = t = _Table.of(relations, source)
         atoms, self.rules, forms, resp, arrays = t.atoms, t.rules, t.forms, t.resp, t.arrays
         shape = (len(self.rules), n)
         self.measure = np.full(shape, -np.inf)
@@ -1660,16 +1716,16 @@ class Requirements:
         self.frequency = np.array([f is None for f in forms])
         self.values = np.asarray(source.cells.value, dtype=float)
 
-    def of(self, aggregation: Aggregation) -> list[tuple[int, float, np.ndarray]]:
+    def of(self, aggregation: Aggregation) -> list[Requirement]:
         """Requirements against ``aggregation``: those of the atom it attacks (the largest
         own measure under its rule)."""
         k = aggregation.rule
         atoms = aggregation.atoms
         return self.at(k, int(atoms[np.argmax(self.measure[k, atoms])]))
 
-    def at(self, k: int, anchor: int) -> list[tuple[int, float, np.ndarray]]:
-        """``[(cell, level, room)]``: the deviations the screen needs for ``anchor`` under
-        rule ``k``, each strictly beyond its level."""
+    def at(self, k: int, anchor: int) -> list[Requirement]:
+        """The deviations the screen needs for ``anchor`` under rule ``k``, each strictly
+        beyond its level."""
 
         def beyond(level: float) -> float:
             return level + max(1e-6 * abs(level), 1e3 * self.tie[k, anchor], 1e-9)
@@ -1678,13 +1734,13 @@ class Requirements:
         if self.frequency[k]:
             room = self.room_alone[k].copy()
             room[anchor] = np.inf
-            return [(anchor, 1e-4 * max(1.0, abs(self.values[anchor])), room)]
-        for level, room in (
-            (self.alone[k, anchor], self.room_alone[k]),
-            (self.measure[k, anchor], self.room_plain[k]),
+            return [Requirement(anchor, 1e-4 * max(1.0, abs(self.values[anchor])), room, None)]
+        for level, room, kind in (
+            (self.alone[k, anchor], self.room_alone[k], "omega"),
+            (self.measure[k, anchor], self.room_plain[k], "plain"),
         ):
             if level > -self.tie[k, anchor]:
                 room = room.copy()
                 room[anchor] = np.inf
-                out.append((anchor, beyond(level), room))
+                out.append(Requirement(anchor, beyond(level), room, (k, kind)))
         return out

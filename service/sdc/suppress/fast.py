@@ -333,7 +333,8 @@ def protect_aggregations(
             log.info("aggregations: end after %d rounds, %d cells suppressed", round_, int(y.sum()))
             return y, ""
         before = int(y.sum())
-        for done, (anchor, level, room) in enumerate(itertools.chain([first], todo)):
+        for done, need in enumerate(itertools.chain([first], todo)):
+            anchor, level = need.cell, need.level
             if ticker.due():
                 log.info(
                     "aggregations: round %d, %d requirements met (%d cells to protect), "
@@ -343,11 +344,13 @@ def protect_aggregations(
                     len(anchors),
                     int(y.sum()),
                 )
-            room = np.minimum(room, room_cap)
+            room = np.minimum(need.room, room_cap)
             # Most requirements of a round are met by the cells added earlier in it (on
             # 20x20x10, 197 of 235 that no kept deviation proved): an attack within the
             # pattern says so before the cheapest complement is searched for, as in protect.
             if cheapest.attack(anchor, 1.0, level, y, room, room)[1] == "optimal":
+                if cheapest.met is not None:
+                    deviations.add_met(needs, need, *cheapest.met, y)
                 continue
             used, outcome = cheapest.support(anchor, 1.0, level, y, room, room)
             if outcome == "infeasible":
@@ -362,6 +365,7 @@ def protect_aggregations(
                     else f"protection LP ended with status {outcome!r}"
                 )
             y[used] = True
+            deviations.add_met(needs, need, *cheapest.met, y)
         if int(y.sum()) == before and not _open_relations(p, y, check.found):
             break
     return None, UNSETTLED

@@ -173,6 +173,11 @@ class Cheapest:
         # The attacker over the pattern's cells (see _reach), built on first use.
         self._attacker: Attacker | None = None
         self.pattern_attacks = 0
+        #: The deviation that met the last requirement :meth:`attack` or :meth:`support`
+        #: called met, ``(cells, moves)`` within its rooms (``None`` for an unbounded
+        #: attack), for the aggregation rounds' proofs (:meth:`Deviations.add_met
+        #: <service.sdc.aggregations.Deviations.add_met>`).
+        self.met: tuple[np.ndarray, np.ndarray] | None = None
 
     #: Box models kept (each a few hundred cells, about 80 KiB), the least recently used
     #: dropped first: at 59,049 cells (220x220, 2-level hierarchies) the protection built
@@ -303,7 +308,8 @@ class Cheapest:
         as there."""
         kept = self.deviations.meeting(i, sense, level, y, room_up, room_down)
         if kept is not None:
-            return kept, "optimal"
+            self.met = kept
+            return kept[0], "optimal"
         return self.support(i, sense, level, y, room_up, room_down, within_pattern=True)
 
     def _reach(self, ask: _Ask):
@@ -321,9 +327,11 @@ class Cheapest:
         if not highs.reaches(value, ask.level, self.p.values[ask.i]):
             return None, "infeasible"
         if not np.isfinite(value):
+            self.met = None
             return np.flatnonzero(ask.y), "optimal"
         found = att.deviation()
         self.deviations.add(found)
+        self.met = found
         return found[0], "optimal"
 
     def _solve(self, cells, ask: _Ask, key=None):
@@ -362,7 +370,8 @@ class Cheapest:
             return None, highs.describe(h) if outcome is Outcome.ERROR else outcome.value
         z = np.asarray(h.getSolution().col_value)
         moved = (z[:m] + z[m:]) > _SUPPORT_RTOL * ask.level
-        self.deviations.add((cells[moved], (z[:m] - z[m:])[moved]))
+        self.met = (cells[moved], (z[:m] - z[m:])[moved])
+        self.deviations.add(self.met)
         return cells[moved], "optimal"
 
 
@@ -423,9 +432,9 @@ class Deviations:
         y: np.ndarray,
         room_up: np.ndarray,
         room_down: np.ndarray,
-    ) -> np.ndarray | None:
-        """Cells of a kept deviation that meets ``(i, sense, level)`` within the rooms of
-        pattern ``y``, or ``None``."""
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """A kept deviation, scaled, that meets ``(i, sense, level)`` within the rooms of
+        pattern ``y``: (cells, moves), or ``None``."""
         for cells, z in reversed(self.through.get(i, ())):
             if not y[cells].all():
                 continue
@@ -435,7 +444,7 @@ class Deviations:
             t = sense * level / zi
             move = t * z
             if (move <= room_up[cells]).all() and (-move <= room_down[cells]).all():
-                return cells
+                return cells, move
         return None
 
 
