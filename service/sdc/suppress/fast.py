@@ -365,7 +365,8 @@ def protect_aggregations(
                     else f"protection LP ended with status {outcome!r}"
                 )
             y[used] = True
-            deviations.add_met(needs, need, *cheapest.met, y)
+            if cheapest.met is not None:
+                deviations.add_met(needs, need, *cheapest.met, y)
         if int(y.sum()) == before and not _open_relations(p, y, check.found):
             break
     return None, UNSETTLED
