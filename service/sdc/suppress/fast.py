@@ -301,7 +301,8 @@ def protect_aggregations(
     room_cap = np.maximum(p.room_up, p.room_down)
     y = y.copy()
     proven = set() if proven is None else proven
-    # The screen's deviations of a round prove anchors of the next without an LP.
+    # The screen's deviations of a round, and those that met its requirements, prove
+    # anchors of the next without an LP (Deviations.add_met).
     deviations = Deviations()
     ticker = _Ticker()
     for round_ in range(1, max_rounds + 1):
