@@ -949,6 +949,26 @@ def distinct(found) -> set:
     return {(tuple(a.cells.tolist()), tuple(np.round(a.coefficients, 9).tolist())) for a in found}
 
 
+def _kept_bounds_checked(work, groups, kept):
+    """Per group and screen LP (``(rule, kind)``): the lower bounds ``kept`` gives its
+    atoms, each checked against the LP's optimum there; yields (group, key, bounds)."""
+    for group in groups:
+        for k, form in enumerate(work.forms):
+            if form is None:
+                continue
+            for kind, cost in (("omega", work.arrays.omega), ("plain", work.arrays.plain)):
+                cost = cost[k, group.pos]
+                if not (cost >= 0).all():
+                    continue
+                bound = kept.bound((k, kind), group, cost)
+                everywhere = np.ones(len(group.atoms), bool)
+                for anchor in np.flatnonzero(bound > 0).tolist():
+                    rho, _, status = group._cheapest(kind, cost, anchor, everywhere)
+                    assert status == "optimal"
+                    assert bound[anchor] <= rho * (1 + 1e-6) + 1e-9
+                yield group, (k, kind), bound
+
+
 @settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data(), table=small_tables())
 def test_kept_deviations_bound_the_screen_lps_of_a_larger_pattern(data, table, monkeypatch):
@@ -981,23 +1001,9 @@ def test_kept_deviations_bound_the_screen_lps_of_a_larger_pattern(data, table, m
         )
 
     check(y, kept)
-    used = 0
-    work, groups = _groups_of(case, larger)
-    for group in groups:
-        for k, form in enumerate(work.forms):
-            if form is None:
-                continue
-            for kind, cost in (("omega", work.arrays.omega), ("plain", work.arrays.plain)):
-                cost = cost[k, group.pos]
-                if not (cost >= 0).all():
-                    continue
-                bound = kept.bound((k, kind), group, cost)
-                everywhere = np.ones(len(group.atoms), bool)
-                for anchor in np.flatnonzero(bound > 0).tolist():
-                    rho, _, status = group._cheapest(kind, cost, anchor, everywhere)
-                    assert status == "optimal"
-                    assert bound[anchor] <= rho * (1 + 1e-6) + 1e-9
-                    used += 1
+    used = sum(
+        (bound > 0).sum() for *_, bound in _kept_bounds_checked(*_groups_of(case, larger), kept)
+    )
     with_kept = check(larger, kept)
     without = check(larger)
     assert (with_kept.status == "safe") == (without.status == "safe")
@@ -1097,27 +1103,13 @@ def test_deviations_that_met_requirements_bound_the_screen_lps(data, table, monk
                     kept.add_met(needs, need, cells, z, y)
                     met.append(need)
     kept.flush()
-    work, groups = _groups_of(case, y)
     used = reached = 0
-    for group in groups:
-        for k, form in enumerate(work.forms):
-            if form is None:
-                continue
-            for kind, cost in (("omega", work.arrays.omega), ("plain", work.arrays.plain)):
-                cost = cost[k, group.pos]
-                if not (cost >= 0).all():
-                    continue
-                bound = kept.bound((k, kind), group, cost)
-                everywhere = np.ones(len(group.atoms), bool)
-                for anchor in np.flatnonzero(bound > 0).tolist():
-                    rho, _, status = group._cheapest(kind, cost, anchor, everywhere)
-                    assert status == "optimal"
-                    assert bound[anchor] <= rho * (1 + 1e-6) + 1e-9
-                    used += 1
-                for need in met:
-                    if need.key == (k, kind) and need.cell in group.atoms:
-                        at = int(np.searchsorted(group.atoms, need.cell))
-                        assert bound[at] >= need.level * (1 - 2e-6)
-                        reached += 1
+    for group, key, bound in _kept_bounds_checked(*_groups_of(case, y), kept):
+        used += int((bound > 0).sum())
+        for need in met:
+            if need.key == key and need.cell in group.atoms:
+                at = int(np.searchsorted(group.atoms, need.cell))
+                assert bound[at] >= need.level * (1 - 2e-6)
+                reached += 1
     assert reached == len(met)
     event(f"requirements met: {min(len(met), 2)}, bounds used: {min(used, 2)}")
