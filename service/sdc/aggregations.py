@@ -1140,8 +1140,8 @@ class _Group:
         by_omega = np.zeros(len(self.atoms))
         if kept is not None:
             # Deviations of earlier checks still feasible here: either half of the split.
-            by_omega = kept.bound((k, "omega"), self, omega)
-            by_plain = kept.bound((k, "plain"), self, plain)
+            by_omega = kept.bound(self, omega)
+            by_plain = kept.bound(self, plain)
             proven |= (measure - by_omega < margins) | (
                 (alone - by_omega < margins) & (measure - by_plain < margins)
             )
@@ -1153,7 +1153,7 @@ class _Group:
             if status != "optimal":
                 w.why.add(f"screen LP: {status}")
             elif kept is not None and np.isfinite(rho):
-                kept.add((k, kind), self, anchor, self.deviation * (1.0 - 1e-6), cost)
+                kept.add(self, self.deviation * (1.0 - 1e-6))
             return rho, mu, status == "optimal"
 
         def plain_first(anchor: int) -> bool:
@@ -1465,150 +1465,143 @@ class _Group:
 
 
 class Deviations:
-    """Deviations the screen's LPs found (their row prices, :meth:`_Group._cheapest`),
-    kept between checks of one table (the fast method's rounds), per rule and LP (costs
-    ``omega`` or ``-tau X``), each with its anchor.
+    """Deviations of the table's atoms kept between checks of one table (the fast method's
+    rounds), to bound the screen's LPs from below without solving them.
 
-    The LP of anchor ``a`` yields a deviation ``z`` of its group's atoms with ``bt^T z =
-    0`` and ``|z_j| <= cost_j`` on the known atoms other than ``a`` (the LP fixes ``phi_j
-    = 0`` on the unknown ones): dual feasible for ``a``'s LP, so ``rho_a >= |z_a|``, and,
-    scaled until ``|z_a| <= cost_a``, for every other anchor's LP with the same costs, so
-    ``rho_i >= |z_i|`` (module docstring, the screen; weak duality), whichever check found
-    it. A later check's group tests it afresh: ``z`` restricted to the group's atoms must
-    satisfy the group's relations and costs to within what it did where it was found
-    (HiGHS's tolerance, which :meth:`_Group.proven_by_last` accepts there) or ``1e-9`` of
-    its largest move; only then does it prove anchors there, without an LP. The fast
-    method's rounds only add hidden cells, and a deviation that leaves the added cells'
-    atoms unmoved still holds (8x6x5x4, seed 1: rounds 2 and 3 solved 86 and 84 screen
-    LPs of about 12 ms for nearly the same anchors; with the kept deviations round 3
-    solved 2)."""
+    A deviation ``z`` of a group's atoms (``bt^T z = 0``: the cells they make up move
+    with every relation among the hidden cells balanced), scaled by ``t`` so that ``|t
+    z_j| <= cost_j`` on every known atom ``j`` other than ``i`` (the LP fixes ``phi_j =
+    0`` on the unknown ones, which may move freely), is dual feasible for atom ``i``'s
+    screen LP with those costs: ``rho_i >= t |z_i|`` (module docstring, the screen; weak
+    duality). The largest such ``t`` is ``min_{j != i} cost_j / |z_j|``, so one deviation
+    bounds every atom it moves under every rule and either half of the split. Two sources:
+    the screen's own LPs (their row prices, :meth:`_Group._cheapest`), and the deviations
+    the suppression search found (:meth:`add_cells`: its complements and attacks, which
+    move cells of the pattern with every relation balanced).
 
-    def __init__(self) -> None:
-        # Per key: rows over the table's cells (sparse, and column-major to find the rows
-        # through a group's atoms), each row's anchor (a cell) and slack where it was
-        # found; new rows wait in lists until the next bound().
-        self._rows: dict[Any, tuple[sp.csr_matrix, sp.csc_matrix, np.ndarray, np.ndarray]] = {}
-        self._new: dict[Any, list[tuple[int, np.ndarray, np.ndarray, float]]] = {}
-        self.n_cells = self.nonzeros = 0
+    A later check's group tests each afresh: ``z`` restricted to the group's atoms must
+    satisfy the group's relations to within what it did where it was found (HiGHS's
+    tolerance) or ``1e-9`` of its largest move; only then does it bound anything there.
+    The fast method's rounds only add hidden cells, and a deviation that leaves the
+    added cells' atoms unmoved still holds (8x6x5x4, seed 1: rounds 2 and 3 solved 86
+    and 84 screen LPs of about 12 ms for nearly the same anchors; with the screen's kept
+    deviations round 3 solved 2; 20x20x10, seed 1: with the search's deviations too,
+    round 2 solved 9 instead of 256)."""
 
-    def add(self, key, group: _Group, anchor: int, z: np.ndarray, cost: np.ndarray) -> None:
-        """Keep ``z``, the deviation of ``group``'s LP under ``key`` (costs ``cost``) for
-        the atom at position ``anchor`` (not once :data:`_KEEP_NONZEROS` are kept)."""
-        self.n_cells = len(group.w.values)
-        nz = np.flatnonzero(z)
-        if self.nonzeros + len(nz) > _KEEP_NONZEROS:
-            return
-        self.nonzeros += len(nz)
-        # As _slack, on one dense row (sparse matrices cost more than the LP here).
-        c = np.where(np.isfinite(cost) & ~group.unknown, cost, np.inf)
-        c[anchor] = np.inf
-        slack = max(np.abs(group.bt.T @ z).max(initial=0.0), (np.abs(z) - c).max(initial=0.0))
-        self._new.setdefault(key, []).append(
-            (int(group.atoms[anchor]), group.atoms[nz], z[nz], max(slack, 0.0))
-        )
+    def __init__(self, relations=None, source: UnionSource | None = None) -> None:
+        # Rows over the table's cells (sparse, and column-major to find the rows through a
+        # group's atoms) with each row's residual where it was found; new rows wait in a
+        # list until the next flush().
+        self._rows: tuple[sp.csr_matrix, sp.csc_matrix, np.ndarray] | None = None
+        self._new: list[tuple[np.ndarray, np.ndarray, float]] = []
+        self.n_cells = 0 if source is None else source.cells.n_cells
+        self.nonzeros = 0
+        # The table of add_cells (its atom map and relations).
+        self._table = None if source is None else _Table.of(relations, source)
 
-    def add_met(
-        self,
-        needs: Requirements,
-        need: Requirement,
-        cells: np.ndarray,
-        z: np.ndarray,
-        hidden: np.ndarray,
-    ) -> None:
-        """Keep a deviation of the table that meets ``need`` (``cells`` moved by ``z``, all
-        hidden in pattern ``hidden``), as if the screen's LP under ``need.key`` had found
-        it: it moves the anchor beyond the level with every other atom within its cost,
-        so it is dual feasible there (:class:`Requirements`), and the next check proves
-        the anchor, and scaled other atoms, without an LP (20x20x10, seed 1: round 2 had
-        solved 256 screen LPs again for the anchors that round 1's requirements had just
-        protected). Its atoms' moves are kept, shrunk by a millionth as the screen's own,
-        with the slack they show on the rooms and, through the cells they move, on the
-        relations among hidden cells: what :meth:`bound` accepts where it tests them."""
-        if need.key is None:
-            return
-        t = needs.table
-        on = t.atom_pos[cells] >= 0
-        atoms, za = cells[on], z[on] * (1.0 - 1e-6)
+    def _keep(self, atoms: np.ndarray, z: np.ndarray, residual: float) -> None:
+        """Keep the moves ``z`` of ``atoms`` (cell ids), unless :data:`_KEEP_NONZEROS`
+        would be passed."""
         if not len(atoms) or self.nonzeros + len(atoms) > _KEEP_NONZEROS:
             return
-        self.n_cells = len(hidden)
         self.nonzeros += len(atoms)
+        order = np.argsort(atoms)
+        self._new.append((atoms[order], z[order], max(residual, 0.0)))
+
+    def add(self, group: _Group, z: np.ndarray) -> None:
+        """Keep ``z``, a deviation of ``group``'s atoms (a screen LP's row prices)."""
+        self.n_cells = len(group.w.values)
+        nz = np.flatnonzero(z)
+        residual = np.abs(group.bt.T @ z).max(initial=0.0)
+        self._keep(group.atoms[nz], z[nz], residual)
+
+    def add_cells(self, cells: np.ndarray, z: np.ndarray, hidden: np.ndarray) -> None:
+        """Keep a deviation the suppression search found: ``cells`` moved by ``z`` with
+        every relation balanced, all hidden in pattern ``hidden`` (a complement or an
+        attack). Its atoms' moves are kept, shrunk by a millionth as the screen's prices
+        are, with the residual they leave, through the cells they move, on the relations
+        among hidden cells (the search's solutions drop moves below its tolerance). One
+        that moves a published cell (dropped by a clean-up since) is not kept."""
+        if self._table is None:
+            raise RuntimeError("Deviations(relations, source) is needed for add_cells()")
+        if not hidden[cells].all():
+            return
+        t = self._table
+        on = t.atom_pos[cells] >= 0
+        atoms, za = cells[on], z[on] * (1.0 - 1e-6)
         moved, moves = _columns_times(t.g_cols, atoms, za)
         inside = hidden[moved]
         residual = np.abs(_columns_times(t.a_cols, moved[inside], moves[inside])[1])
-        room = np.where(atoms == need.cell, np.inf, need.room[atoms])
-        slack = max(residual.max(initial=0.0), (np.abs(za) - room).max(initial=0.0))
-        order = np.argsort(atoms)
-        self._new.setdefault(need.key, []).append(
-            (need.cell, atoms[order], za[order], max(slack, 0.0))
-        )
-
-    @staticmethod
-    def _slack(group: _Group, z, anchor: np.ndarray, cost: np.ndarray) -> np.ndarray:
-        """Per row of ``z`` (over ``group``'s atoms, dense or sparse) and its anchor's
-        position there (-1: none): the largest residual of ``bt^T z = 0`` or excess of
-        ``|z_j|`` over ``cost_j`` on a known atom other than the anchor."""
-        z = sp.csr_matrix(z)
-        residual = abs(z @ group.bt).max(axis=1).toarray().ravel()
-        c = np.where(np.isfinite(cost) & ~group.unknown, cost, np.inf)
-        row = np.repeat(np.arange(z.shape[0]), np.diff(z.indptr))
-        over = np.where(z.indices == anchor[row], -np.inf, np.abs(z.data) - c[z.indices])
-        worst = np.full(z.shape[0], -np.inf)
-        np.maximum.at(worst, row, over)
-        return np.maximum(residual, worst)
+        self._keep(atoms, za, residual.max(initial=0.0))
 
     def flush(self) -> None:
         """Make the deviations added so far available to :meth:`bound` (at the start of
         a check: within one, groups share no atom, and a group's own LPs prove by
         :meth:`_Group.proven_by_last`)."""
-        for key, new in self._new.items():
-            rows = sp.csr_matrix(
-                (
-                    np.concatenate([v for _, _, v, _ in new]),
-                    np.concatenate([c for _, c, _, _ in new]),
-                    np.concatenate(([0], np.cumsum([len(c) for _, c, _, _ in new]))),
-                ),
-                shape=(len(new), self.n_cells),
-            )
-            anchors = np.array([a for a, _, _, _ in new])
-            slack = np.array([s for _, _, _, s in new])
-            if key in self._rows:
-                old, _, old_anchors, old_slack = self._rows[key]
-                rows = sp.vstack([old, rows], format="csr")
-                anchors = np.concatenate([old_anchors, anchors])
-                slack = np.concatenate([old_slack, slack])
-            self._rows[key] = rows, rows.tocsc(), anchors, slack
-        self._new.clear()
+        if not self._new:
+            return
+        new = self._new
+        rows = sp.csr_matrix(
+            (
+                np.concatenate([v for _, v, _ in new]),
+                np.concatenate([c for c, _, _ in new]),
+                np.concatenate(([0], np.cumsum([len(c) for c, _, _ in new]))),
+            ),
+            shape=(len(new), self.n_cells),
+        )
+        residual = np.array([r for _, _, r in new])
+        if self._rows is not None:
+            rows = sp.vstack([self._rows[0], rows], format="csr")
+            residual = np.concatenate([self._rows[2], residual])
+        self._rows = rows, rows.tocsc(), residual
+        self._new = []
 
-    def bound(self, key, group: _Group, cost: np.ndarray) -> np.ndarray:
-        """Per atom of ``group``: a lower bound on its LP's value under ``key`` (costs
-        ``cost``) from the deviations flushed and still feasible there (zero where none
-        is)."""
+    def bound(self, group: _Group, cost: np.ndarray) -> np.ndarray:
+        """Per atom of ``group``: a lower bound on its screen LP's value under costs
+        ``cost`` from the deviations flushed that still hold there (zero where none
+        does)."""
         out = np.zeros(len(group.atoms))
-        if key not in self._rows:
+        if self._rows is None:
             return out
-        rows, by_cell, anchors, slack = self._rows[key]
+        rows, by_cell, found = self._rows
         hit = np.unique(by_cell[:, group.atoms].indices)
         if not hit.size:
             return out
         z = rows[hit][:, group.atoms].tocsr()
-        at = np.searchsorted(group.atoms, anchors[hit]).clip(max=len(group.atoms) - 1)
-        at = np.where(group.atoms[at] == anchors[hit], at, -1)
         largest = abs(z).max(axis=1).toarray().ravel()
-        ok = self._slack(group, z, at, cost) <= np.maximum(slack[hit], 1e-9 * largest)
-        if not ok.any():
+        residual = abs(z @ group.bt).max(axis=1).toarray().ravel()
+        z = abs(z[np.flatnonzero(residual <= np.maximum(found[hit], 1e-9 * largest))]).tocsr()
+        z.eliminate_zeros()
+        if not z.nnz:
             return out
-        z, at = abs(z[np.flatnonzero(ok)]).tocsr(), at[ok]
-        inside = np.flatnonzero(at >= 0)
-        # Its own anchor: |z| as found; every other atom: z scaled as proven_by_last does.
-        # (scipy returns a sparse matrix, not an array, for an empty selection: rows whose
-        # anchor lies outside the group, as after a round that split its group)
-        own = np.asarray(z[inside, at[inside]]).ravel() if inside.size else np.zeros(0)
-        np.maximum.at(out, at[inside], own)
-        scale = np.ones(len(at))
-        c = np.where(np.isfinite(cost), cost, 0.0)[at[inside]]
-        scale[inside] = np.where(own > c, c / np.where(own > 0, own, 1.0), 1.0)
-        return np.maximum(out, abs(sp.diags(scale) @ z).max(axis=0).toarray().ravel())
+        # Per row, the largest scale its atoms' costs allow: the smallest cost_j / |z_j|
+        # over the other atoms (the second smallest for the atom that has the smallest).
+        c = np.where(np.isfinite(cost) & ~group.unknown, cost, np.inf)
+        ratio = c[z.indices] / z.data
+        row = np.repeat(np.arange(z.shape[0]), np.diff(z.indptr))
+        starts = z.indptr[:-1][np.diff(z.indptr) > 0]
+        first = np.full(z.shape[0], np.inf)
+        first[row[starts]] = np.minimum.reduceat(ratio, starts)
+        at_first = ratio == first[row]
+        ties = np.bincount(row, at_first, minlength=z.shape[0])
+        second = np.full(z.shape[0], np.inf)
+        others = np.where(at_first, np.inf, ratio)
+        second[row[starts]] = np.minimum.reduceat(others, starts)
+        second = np.where(ties > 1, first, second)
+        scale = np.where(at_first, second[row], first[row])
+        with np.errstate(invalid="ignore"):  # inf * 0 cannot occur: z.data > 0
+            np.maximum.at(out, z.indices, z.data * scale)
+        return out
+
+
+def _columns_times(m: sp.csc_matrix, cols: np.ndarray, x: np.ndarray):
+    """``m[:, cols] @ x`` as (rows touched, their values), read off ``m``'s arrays: scipy's
+    column slicing cost more than the rest of :meth:`Deviations.add_cells` together."""
+    start, end = m.indptr[cols], m.indptr[cols + 1]
+    counts = end - start
+    at = np.repeat(start - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
+    rows, inverse = np.unique(m.indices[at], return_inverse=True)
+    return rows, np.bincount(inverse, m.data[at] * np.repeat(x, counts), minlength=len(rows))
 
 
 def _drive(steps: list[_Steps], values: np.ndarray, source: UnionSource) -> list:
@@ -1648,16 +1641,6 @@ def _drive(steps: list[_Steps], values: np.ndarray, source: UnionSource) -> list
     return out
 
 
-def _columns_times(m: sp.csc_matrix, cols: np.ndarray, x: np.ndarray):
-    """``m[:, cols] @ x`` as (rows touched, their values), read off ``m``'s arrays: scipy's
-    column slicing cost more than the rest of :meth:`Deviations.add_met` together."""
-    start, end = m.indptr[cols], m.indptr[cols + 1]
-    counts = end - start
-    at = np.repeat(start - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
-    rows, inverse = np.unique(m.indices[at], return_inverse=True)
-    return rows, np.bincount(inverse, m.data[at] * np.repeat(x, counts), minlength=len(rows))
-
-
 def _block_row(n_col: int, blocks: dict) -> sp.csr_matrix:
     """A block row of a model: ``blocks`` maps a column offset to the matrix placed there."""
     n_rows = next(iter(blocks.values())).shape[0]
@@ -1670,15 +1653,11 @@ def _block_row(n_col: int, blocks: dict) -> sp.csr_matrix:
 
 class Requirement(NamedTuple):
     """One deviation the screen needs (:class:`Requirements`): ``cell`` moved beyond
-    ``level`` while every other atom moves within ``room``. ``key`` names the screen LP it
-    is the dual of, ``(rule, "omega")`` or ``(rule, "plain")`` as in
-    :meth:`_Group._magnitude_screen` (``None`` under a frequency rule): a deviation that
-    meets it proves the cell there (:meth:`Deviations.add_met`)."""
+    ``level`` while every other atom moves within ``room``."""
 
     cell: int
     level: float
     room: np.ndarray
-    key: tuple[int, str] | None
 
 
 class Requirements:
@@ -1698,7 +1677,7 @@ class Requirements:
     def __init__(self, relations, source: UnionSource):
         n = source.cells.n_cells
         self.source = source
-        self.table = t = _Table.of(relations, source)
+        t = _Table.of(relations, source)
         atoms, self.rules, forms, resp, arrays = t.atoms, t.rules, t.forms, t.resp, t.arrays
         shape = (len(self.rules), n)
         self.measure = np.full(shape, -np.inf)
@@ -1744,13 +1723,13 @@ class Requirements:
         if self.frequency[k]:
             room = self.room_alone[k].copy()
             room[anchor] = np.inf
-            return [Requirement(anchor, 1e-4 * max(1.0, abs(self.values[anchor])), room, None)]
-        for level, room, kind in (
-            (self.alone[k, anchor], self.room_alone[k], "omega"),
-            (self.measure[k, anchor], self.room_plain[k], "plain"),
+            return [Requirement(anchor, 1e-4 * max(1.0, abs(self.values[anchor])), room)]
+        for level, room in (
+            (self.alone[k, anchor], self.room_alone[k]),
+            (self.measure[k, anchor], self.room_plain[k]),
         ):
             if level > -self.tie[k, anchor]:
                 room = room.copy()
                 room[anchor] = np.inf
-                out.append(Requirement(anchor, beyond(level), room, (k, kind)))
+                out.append(Requirement(anchor, beyond(level), room))
         return out

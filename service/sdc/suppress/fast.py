@@ -301,11 +301,13 @@ def protect_aggregations(
     room_cap = np.maximum(p.room_up, p.room_down)
     y = y.copy()
     proven = set() if proven is None else proven
-    # The screen's deviations of a round, and those that met its requirements, prove
-    # anchors of the next without an LP (Deviations.add_met).
-    deviations = Deviations()
+    # The screen's deviations of a round, and the search's complements and attacks so
+    # far, prove anchors of the next without an LP.
+    deviations = Deviations(p.table.structure, p.table.unions)
     ticker = _Ticker()
     for round_ in range(1, max_rounds + 1):
+        for cells, z in cheapest.deviations.take():
+            deviations.add_cells(cells, z, y)
         check = check_pattern(p, y, screen_only=True, proven=proven, deviations=deviations)
         if check.status == "undecided" and highs.now() >= p.deadline:
             # Groups left undecided by the clock, not by the screen: not protected.
@@ -350,8 +352,6 @@ def protect_aggregations(
             # 20x20x10, 197 of 235 that no kept deviation proved): an attack within the
             # pattern says so before the cheapest complement is searched for, as in protect.
             if cheapest.attack(anchor, 1.0, level, y, room, room)[1] == "optimal":
-                if cheapest.met is not None:
-                    deviations.add_met(needs, need, *cheapest.met, y)
                 continue
             used, outcome = cheapest.support(anchor, 1.0, level, y, room, room)
             if outcome == "infeasible":
@@ -366,8 +366,6 @@ def protect_aggregations(
                     else f"protection LP ended with status {outcome!r}"
                 )
             y[used] = True
-            if cheapest.met is not None:
-                deviations.add_met(needs, need, *cheapest.met, y)
         if int(y.sum()) == before and not _open_relations(p, y, check.found):
             break
     return None, UNSETTLED

@@ -164,8 +164,9 @@ class Cheapest:
         self.levels = Levels(table) if isinstance(table, Table) else None
         self.a_csc = p.a.tocsc()
         self.local_solves = self.global_solves = 0
-        #: Every optimal deviation found, to prove later requirements without an LP.
-        self.deviations = Deviations()
+        #: Every optimal deviation found, to prove later requirements without an LP (and,
+        #: with contributions, anchors of the aggregation screen).
+        self.deviations = Deviations(record=p.table.unions is not None)
         # Models kept warm between requirements, built on first use: the whole table's
         # (key None), each level sub-table's (key: its depths) and the latest boxes' (key:
         # their cells; a box of whole sibling groups recurs for every cell of its block).
@@ -173,11 +174,6 @@ class Cheapest:
         # The attacker over the pattern's cells (see _reach), built on first use.
         self._attacker: Attacker | None = None
         self.pattern_attacks = 0
-        #: The deviation that met the last requirement :meth:`attack` or :meth:`support`
-        #: called met, ``(cells, moves)`` within its rooms (``None`` for an unbounded
-        #: attack), for the aggregation rounds' proofs (:meth:`Deviations.add_met
-        #: <service.sdc.aggregations.Deviations.add_met>`).
-        self.met: tuple[np.ndarray, np.ndarray] | None = None
 
     #: Box models kept (each a few hundred cells, about 80 KiB), the least recently used
     #: dropped first: at 59,049 cells (220x220, 2-level hierarchies) the protection built
@@ -308,8 +304,7 @@ class Cheapest:
         as there."""
         kept = self.deviations.meeting(i, sense, level, y, room_up, room_down)
         if kept is not None:
-            self.met = kept
-            return kept[0], "optimal"
+            return kept, "optimal"
         return self.support(i, sense, level, y, room_up, room_down, within_pattern=True)
 
     def _reach(self, ask: _Ask):
@@ -327,11 +322,9 @@ class Cheapest:
         if not highs.reaches(value, ask.level, self.p.values[ask.i]):
             return None, "infeasible"
         if not np.isfinite(value):
-            self.met = None
             return np.flatnonzero(ask.y), "optimal"
         found = att.deviation()
         self.deviations.add(found)
-        self.met = found
         return found[0], "optimal"
 
     def _solve(self, cells, ask: _Ask, key=None):
@@ -370,8 +363,7 @@ class Cheapest:
             return None, highs.describe(h) if outcome is Outcome.ERROR else outcome.value
         z = np.asarray(h.getSolution().col_value)
         moved = (z[:m] + z[m:]) > _SUPPORT_RTOL * ask.level
-        self.met = (cells[moved], (z[:m] - z[m:])[moved])
-        self.deviations.add(self.met)
+        self.deviations.add((cells[moved], (z[:m] - z[m:])[moved]))
         return cells[moved], "optimal"
 
 
@@ -411,13 +403,29 @@ class Deviations:
     the latest ``per_cell`` deviations through a cell are kept."""
 
     per_cell = 6
+    #: At most this many nonzeros held for :meth:`take` between two calls.
+    recent_nonzeros = 1_000_000
 
-    def __init__(self) -> None:
+    def __init__(self, record: bool = False) -> None:
         self.through: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
+        # With ``record``, every deviation added since the last take(), for the screen of
+        # the aggregation check (service.sdc.aggregations.Deviations.add_cells).
+        self._recent: list[tuple[np.ndarray, np.ndarray]] | None = [] if record else None
+        self._held = 0
+
+    def take(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The deviations added since the last call (none unless recording)."""
+        out = self._recent or []
+        if self._recent is not None:
+            self._recent, self._held = [], 0
+        return out
 
     def add(self, found: tuple[np.ndarray, np.ndarray]) -> None:
         order = np.argsort(found[0])
         found = (found[0][order], found[1][order])
+        if self._recent is not None and self._held + len(found[0]) <= self.recent_nonzeros:
+            self._recent.append(found)
+            self._held += len(found[0])
         for c in found[0].tolist():
             kept = self.through.setdefault(c, [])
             kept.append(found)
@@ -432,9 +440,9 @@ class Deviations:
         y: np.ndarray,
         room_up: np.ndarray,
         room_down: np.ndarray,
-    ) -> tuple[np.ndarray, np.ndarray] | None:
-        """A kept deviation, scaled, that meets ``(i, sense, level)`` within the rooms of
-        pattern ``y``: (cells, moves), or ``None``."""
+    ) -> np.ndarray | None:
+        """Cells of a kept deviation that meets ``(i, sense, level)`` within the rooms of
+        pattern ``y``, or ``None``."""
         for cells, z in reversed(self.through.get(i, ())):
             if not y[cells].all():
                 continue
@@ -444,7 +452,7 @@ class Deviations:
             t = sense * level / zi
             move = t * z
             if (move <= room_up[cells]).all() and (-move <= room_down[cells]).all():
-                return cells, move
+                return cells
         return None
 
 

@@ -439,7 +439,7 @@ def _solve(problem, cost, forbidden, forced, start, end, budget) -> PartialResul
             # A lower bound on every safe result: the protection levels alone.
             plain_bound, exact = bound, False
         more = 0
-        for anchor, level, caps, _ in new:
+        for anchor, level, caps in new:
             at = int(np.flatnonzero(cols == anchor)[0]) if p.allowed[anchor] else -1
             if at < 0:
                 continue  # a cell that may not get an interval: left to the audit
