@@ -1094,14 +1094,15 @@ def test_deviations_of_the_search_bound_the_screen_lps(data, table, monkeypatch)
         y |= case.verdict.sensitive
     needs = Requirements(case.t, case.source)
     kept = Deviations(case.t, case.source)
-    met = []
+    found, met = [], []
     for k in range(len(needs.rules)):
         for anchor in np.flatnonzero(y & (needs.measure[k] > 0)).tolist():
             for need in needs.at(k, anchor):
                 cells, z = _most_moving(case, y, anchor, need.room, 2 * need.level)
                 if z[np.searchsorted(cells, anchor)] >= need.level:
-                    kept.add_cells(cells, z, y)
+                    found.append((cells, z))
                     met.append(need)
+    kept.add_cells(found, y)
     kept.flush()
     used = reached = 0
     for group, cost, bound in _kept_bounds_checked(*_groups_of(case, y), kept):

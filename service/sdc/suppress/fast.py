@@ -306,8 +306,7 @@ def protect_aggregations(
     deviations = Deviations(p.table.structure, p.table.unions)
     ticker = _Ticker()
     for round_ in range(1, max_rounds + 1):
-        for cells, z in cheapest.deviations.take():
-            deviations.add_cells(cells, z, y)
+        deviations.add_cells(cheapest.deviations.take(), y)
         check = check_pattern(p, y, screen_only=True, proven=proven, deviations=deviations)
         if check.status == "undecided" and highs.now() >= p.deadline:
             # Groups left undecided by the clock, not by the screen: not protected.
