@@ -1522,8 +1522,8 @@ class Deviations:
         since) is left out. Their atoms' moves are kept, shrunk by a millionth as the
         screen's prices are, each with the residual it leaves, through the cells it
         moves, on the relations among hidden cells (the search's solutions drop moves
-        below its tolerance). All in one product (at 132,496 cells one deviation at a
-        time cost 3 s a round)."""
+        below its tolerance). All in one sparse product: at 132,496 cells (the scale
+        benchmark's N = 330), round 1's 9,048 deviations in 0.06 s."""
         if self._table is None:
             raise RuntimeError("Deviations(relations, source) is needed for add_cells()")
         t = self._table
