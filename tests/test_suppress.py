@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from service.sdc import magnitudes, primary
@@ -453,6 +453,35 @@ def test_patterns_after_swaps_pass_the_audit(data, three_d):
         return
     assert r.suppressed[sens].all()
     assert audit_pattern(problem, r.suppressed).verdict == "safe"
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data(), three_d=st.booleans())
+def test_patterns_proven_with_kept_deviations_pass_a_fresh_audit(data, three_d, monkeypatch):
+    """With every group using the kept deviations (``_KEEP_ATOMS`` 0: the screen's own
+    and the search's complements and attacks bound its LPs), the fast method's pattern
+    passes an audit that proves every group afresh (the final audit inside ``suppress``
+    trusts the groups the rounds proved)."""
+    from service.sdc import aggregations
+
+    monkeypatch.setattr(aggregations, "_KEEP_ATOMS", 0)
+    real = aggregations.Deviations.bound
+    bounded = []
+
+    def counting(self, group, cost):
+        out = real(self, group, cost)
+        bounded.append(int((out > 0).sum()))
+        return out
+
+    monkeypatch.setattr(aggregations.Deviations, "bound", counting)
+    t, x, sens, up, lo, unions = random_instance(data.draw, three_d)
+    problem = TableProblem.of(t, x, sens, up, lo, unions=unions)
+    r = suppress(problem, cost=cell_costs("value", x), method="fast", time_limit=8)
+    event(f"atoms bounded by kept deviations: {min(sum(bounded), 1)}")
+    if r.status == "no_safe_pattern":
+        return
+    fresh = audit_pattern(TableProblem.of(t, x, sens, up, lo, unions=unions), r.suppressed)
+    assert fresh.verdict == r.audit.verdict == "safe", fresh.reasons
 
 
 def test_swaps_lower_the_cost_under_intervals_alone(monkeypatch):
