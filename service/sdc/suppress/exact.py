@@ -25,10 +25,12 @@ Upper bounds come from the fast method's pattern and from repairing the master's
 (the LP point rounded, each MIP point) into safe patterns with the fast method's steps
 (:func:`_repair`): the incumbent's clean-up continued where the warm start's time box
 stopped it, then for the rounded LP point and each MIP point cheapest complements for what
-they miss, the clean-up, the protection of aggregations. A MIP point becomes the incumbent
-only when it meets every protection level (attacker LPs) and the full aggregation check
-finds nothing; a repaired pattern is safe by construction up to the groups the screen
-cannot judge, which the final audit does (its fallback is the audited warm start).
+they miss, the clean-up, the protection of aggregations. Without contributions the
+incumbent is first polished by the same search over its own cells (:func:`_polished`). A
+MIP point becomes the incumbent only when it meets every protection level (attacker LPs)
+and the full aggregation check finds nothing; a repaired pattern is safe by construction
+up to the groups the screen cannot judge, which the final audit does (its fallback is the
+audited warm start).
 
 Limits. Every phase runs against ``p.deadline`` on the search's clock (seconds, or work in
 deterministic mode). A MIP is not started with less left than the last one needed
@@ -42,6 +44,7 @@ not a limit.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import highspy
@@ -72,6 +75,10 @@ MIP_BOUND_RTOL = 1e-6
 #: Entries of the rows against lonely complements (:func:`_no_lonely_complements`) at
 #: most: 100x100 hierarchical needs 120,628, 20x20x10 63,081.
 LONELY_MAX_NONZEROS = 1_000_000
+#: Share of the time left that the incumbent's polish gets (:func:`_polished`), under
+#: intervals alone: 20x20x10 (seed 1, 60 s) 1.022% -> 0.804% of the value; with
+#: contributions it cost more than it found (60x60 hier 0.960% -> 0.975%).
+POLISH_SHARE = 0.6
 
 
 def strengthen(coef: np.ndarray, level: float, forced: np.ndarray, allowed: np.ndarray):
@@ -239,14 +246,24 @@ class _Master:
         )
 
 
-def exact(p: SearchProblem, att: Attacker, cheapest: Cheapest, incumbent: np.ndarray):
+def exact(
+    p: SearchProblem,
+    att: Attacker,
+    cheapest: Cheapest,
+    incumbent: np.ndarray,
+    polishing: bool = False,
+):
     """Fischetti-Salazar branch-and-cut by root cutting planes and iterated MIP solves.
 
     ``incumbent`` must be safe (intervals and unions): its cost bounds each MIP's
     objective (a cutoff just below it), and a MIP that proves nothing lies below the
-    cutoff proves the incumbent optimal. Returns (pattern, status, message, lower bound,
-    master solves).
+    cutoff proves the incumbent optimal. Without contributions it is first polished
+    (:func:`_polished`); ``polishing``: this run is that polish. Returns (pattern,
+    status, message, lower bound, master solves).
     """
+    if not polishing and p.table.unions is None and highs.now() < p.deadline:
+        now = highs.now()
+        incumbent = _polished(p, incumbent, now + POLISH_SHARE * (p.deadline - now))
     master = _Master(p)
     best = incumbent.copy()
     best_cost = float(p.cost @ best)
@@ -317,10 +334,16 @@ def exact(p: SearchProblem, att: Attacker, cheapest: Cheapest, incumbent: np.nda
     bound(relaxed)
     # The warm start's clean-up is time-boxed (on 100x100 hierarchical it tries about a
     # tenth of its candidates): it goes on here, then the rounded LP point is repaired.
+    # A polish repairs the rounded point first, with most of its time: over the
+    # incumbent's cells that point is where its gain comes from (20x20x10: 4.40e6 -> 3.44e6,
+    # while the clean-up's 13 s went on 2 cells).
+    if polishing and x is not None and highs.now() < p.deadline:
+        now = highs.now()
+        improve(_repair(p, att, cheapest, p.forced | (x > 0.5), now + 0.6 * (p.deadline - now)))
     if highs.now() < p.deadline:
         now = highs.now()
         improve(_repair(p, att, cheapest, best.copy(), now + 0.5 * (p.deadline - now)))
-    if x is not None and highs.now() < p.deadline:
+    if not polishing and x is not None and highs.now() < p.deadline:
         improve(_repair(p, att, cheapest, p.forced | (x > 0.5), _share(p.deadline)))
     gap = ROUND_GAP
     while True:
@@ -477,6 +500,24 @@ def _cutting(
         master.cut(att, missing, x)
         log.info("exact: cutting round %d, LP bound %.6g, %d cuts", rounds, value, len(missing))
     return x, bound, rounds
+
+
+def _polished(p: SearchProblem, incumbent: np.ndarray, until: float) -> np.ndarray:
+    """The incumbent improved within its own cells: :func:`exact` with every other cell
+    published, until ``until``, and its best pattern (no dearer; the cheapest found).
+
+    A primal heuristic in the spirit of RINS and local branching (Danna, Rothberg and Le
+    Pape 2005; Fischetti and Lodi 2003): the master restricted to the cells the fast
+    method chose is small, its rounded LP point repaired within them is a far better
+    pattern where the warm start's clean-up was cut short (20x20x10, intervals alone: it
+    tries 9 of 347 candidates). The pattern is safe as any of exact's (protection levels
+    by construction; the final audit decides); the restricted run's bound says nothing of
+    the whole table and is dropped, as are its cuts (the whole table's master is built
+    afresh)."""
+    restricted = dataclasses.replace(p, allowed=p.allowed & incumbent, deadline=until)
+    log.info("exact: polish within the incumbent's %d cells", int(incumbent.sum()))
+    best, *_ = exact(restricted, Attacker(restricted), Cheapest(restricted), incumbent, True)
+    return best
 
 
 def _share(deadline: float) -> float:
