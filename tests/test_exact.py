@@ -21,6 +21,7 @@ from service.sdc.problem import TableProblem
 from service.sdc.suppress import cell_costs, suppress
 from service.sdc.suppress.exact import (
     _exposed_relation_pairs,
+    _polished,
     _exposed_relations,
     _no_lonely_complements,
     strengthen,
@@ -354,3 +355,26 @@ def test_an_optimal_pattern_is_the_cheapest_safe_one(seed):
     # Cut short by a work limit, the bound it proves is still below the optimum.
     short = suppress(problem, cost=cost, method="exact", time_limit=30, work_limit=300)
     assert short.lower_bound <= best + 1e-6 <= short.objective + 2e-6
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.data(), st.booleans())
+def test_a_polished_pattern_lies_within_the_incumbent_and_passes_the_audit(data, three_d):
+    """Exact's polish (intervals alone) searches the incumbent's own cells: its pattern
+    is a subset of the fast method's, no dearer, and passes the interval audit."""
+    from service.sdc.suppress.fast import protect, remove_superfluous
+    from service.sdc.suppress.lps import Attacker, Cheapest
+
+    t, x, sens, up, lo, _ = random_instance(data.draw, three_d)
+    problem = TableProblem.of(t, x, sens, up, lo)
+    p = prepare(problem, cell_costs("value", x), None, None, highs.now() + 20)
+    att, cheapest = Attacker(p), Cheapest(p)
+    y, status, *_, witness = protect(p, att, cheapest)
+    if y is None:
+        return
+    y = remove_superfluous(p, att, cheapest, y, witness, highs.now() + 2)
+    polished = _polished(p, y, highs.now() + 8)
+    assert not (polished & ~y).any()
+    assert p.cost @ polished <= p.cost @ y + 1e-9
+    assert polished[sens].all()
+    assert audit_pattern(problem, polished).verdict == "safe"
