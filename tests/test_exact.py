@@ -21,9 +21,9 @@ from service.sdc.problem import TableProblem
 from service.sdc.suppress import cell_costs, suppress
 from service.sdc.suppress.exact import (
     _exposed_relation_pairs,
-    _polished,
     _exposed_relations,
     _no_lonely_complements,
+    _polished,
     strengthen,
 )
 from service.sdc.suppress.problem import prepare
