@@ -44,8 +44,7 @@ not a limit.
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import highspy
 import numpy as np
@@ -514,7 +513,7 @@ def _polished(p: SearchProblem, incumbent: np.ndarray, until: float) -> np.ndarr
     by construction; the final audit decides); the restricted run's bound says nothing of
     the whole table and is dropped, as are its cuts (the whole table's master is built
     afresh)."""
-    restricted = dataclasses.replace(p, allowed=p.allowed & incumbent, deadline=until)
+    restricted = replace(p, allowed=p.allowed & incumbent, deadline=until)
     log.info("exact: polish within the incumbent's %d cells", int(incumbent.sum()))
     best, *_ = exact(restricted, Attacker(restricted), Cheapest(restricted), incumbent, True)
     return best
