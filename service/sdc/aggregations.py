@@ -124,7 +124,8 @@ _BATCH_GROUPS = 64
 # over 456 atoms).
 _KEEP_ATOMS = 100
 # At most this many nonzeros kept by a Deviations (with its column-major copy about 32 MiB;
-# 20x20x10's rounds kept 266,000), so that memory stays bounded at census scale.
+# 20x20x10's rounds keep 307,000 with the search's deviations), so that memory stays
+# bounded at census scale.
 _KEEP_NONZEROS = 1_000_000
 
 
@@ -386,9 +387,10 @@ def check_aggregations(
         proven one whose other cells are determined by its relations is safe too
         (:class:`_Cover`: the final audit publishes the derived cells the rounds hid).
     deviations : Deviations, optional
-        The screen's deviations from earlier checks of the same table (same ``values``
-        and ``source``), updated: one still feasible in a group proves anchors there
-        without an LP (the fast method's rounds).
+        Deviations kept from earlier checks of the same table (same ``values`` and
+        ``source``) and from the suppression search, updated with this check's: one that
+        still holds in a group bounds its screen LPs there without solving them (the fast
+        method's rounds).
 
     Returns
     -------
