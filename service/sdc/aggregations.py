@@ -1529,22 +1529,21 @@ class Deviations:
         if self._table is None:
             raise RuntimeError("Deviations(relations, source) is needed for add_cells()")
         t = self._table
-        rows = [(c[t.atom_pos[c] >= 0], z[t.atom_pos[c] >= 0]) for c, z in found if hidden[c].all()]
-        if not rows:
+        found = [(c, z) for c, z in found if hidden[c].all()]
+        if not found:
             return
+        cells = np.concatenate([c for c, _ in found])
+        values = np.concatenate([z for _, z in found])
+        row = np.repeat(np.arange(len(found)), [len(c) for c, _ in found])
+        on = t.atom_pos[cells] >= 0
         atoms = sp.csr_matrix(
-            (
-                np.concatenate([z for _, z in rows]) * (1.0 - 1e-6),
-                np.concatenate([c for c, _ in rows]),
-                np.concatenate(([0], np.cumsum([len(c) for c, _ in rows]))),
-            ),
-            shape=(len(rows), len(hidden)),
+            (values[on] * (1.0 - 1e-6), (row[on], cells[on])), shape=(len(found), len(hidden))
         )
         # Each cell moves by the sum of its atoms' moves; published cells are left out,
         # as a group's relations leave them out.
         moves = (atoms @ t.g.T) @ sp.diags(hidden.astype(float))
         residual = abs(moves @ t.a_cols.T).max(axis=1).toarray().ravel()
-        for k in range(len(rows)):
+        for k in range(len(found)):
             lo, hi = atoms.indptr[k], atoms.indptr[k + 1]
             self._keep(atoms.indices[lo:hi], atoms.data[lo:hi], residual[k])
 
