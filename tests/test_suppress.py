@@ -413,6 +413,73 @@ def test_a_box_model_holds_the_relations_through_its_cells(seed):
     np.testing.assert_array_equal(got, want)
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from([(0.0,), (0.0, 0.05), (0.2, 0.4), (1.0,)]))
+def test_the_priced_complement_is_the_whole_tables_optimum(seed, shares):
+    """Column generation over part of the cells (Cheapest._priced) reaches the optimum of
+    the LP over every cell (the kept whole-table model), with a deviation that balances
+    every relation, keeps every room and moves the cell by its level; from starts with
+    no cells beyond the pattern (widened while infeasible, then the whole model) too."""
+    import time
+
+    from service.sdc.suppress.lps import Cheapest, _Ask
+    from service.sdc.suppress.problem import prepare
+
+    rng = np.random.default_rng(seed)
+    t = Table(
+        [
+            Hierarchy.flat("a", [str(k) for k in range(int(rng.integers(2, 6)))], "T"),
+            Hierarchy.flat("b", [str(k) for k in range(int(rng.integers(2, 6)))], "T"),
+            Hierarchy.flat("c", [str(k) for k in range(int(rng.integers(2, 5)))], "T"),
+        ]
+    )
+    x = t.fill_margins(rng.integers(0, 60, t.n_cells).astype(float) * t.is_leaf)
+    sens = np.zeros(t.n_cells, bool)
+    i = int(rng.choice(np.flatnonzero(t.is_leaf & (x > 0)))) if (t.is_leaf & (x > 0)).any() else 0
+    sens[i] = True
+    level = float(rng.uniform(0.5, 20.0))
+    p = prepare(
+        TableProblem.of(t, x, sens, level * sens, level * sens),
+        cell_costs("value", x),
+        None,
+        None,
+        time.perf_counter() + 30,
+    )
+    y = rng.random(t.n_cells) < 0.2
+    y[i] = True
+    # Some rooms tightened, as an aggregation's requirement may ask.
+    tight = rng.random(t.n_cells) < 0.3
+    room_down = np.where(tight, p.room_down * rng.random(t.n_cells), p.room_down)
+    sense = float(rng.choice([-1.0, 1.0]))
+    ask = _Ask(p, i, sense, level, y, False, p.room_up, room_down)
+    every = np.arange(t.n_cells)
+    found = []
+    cheapest = Cheapest(p)
+    cheapest.priced_shares = shares
+    cheapest.deviations.add = found.append
+
+    def cost(outcome):
+        assert outcome[1] in ("optimal", "infeasible")
+        if outcome[1] != "optimal":
+            return None
+        cells, z = found[-1]
+        full = np.zeros(t.n_cells)
+        full[cells] = z
+        assert np.abs(p.a @ full).max(initial=0.0) <= 1e-6 * max(1.0, level)
+        assert sense * full[i] >= level * (1 - 1e-7)
+        ok = ask.allowed(every)
+        others = every != i
+        assert (full <= np.where(ok, p.room_up, 0.0) + 1e-6)[others].all()
+        assert (-full <= np.where(ok, room_down, 0.0) + 1e-6)[others].all()
+        return float(ask.unit(every) @ np.abs(full))
+
+    priced = cost(cheapest._priced(ask))
+    whole = cost(cheapest._kept(every, ask, None))
+    assert (priced is None) == (whole is None)
+    if whole is not None:
+        assert priced == pytest.approx(whole, rel=1e-6, abs=1e-9)
+
+
 def test_a_round_without_progress_opens_the_relation_an_aggregation_is_read_from():
     """The rounds' fallback (fast._open_relations): A,I and A,III hidden alone in row A of
     seed 002 Table 6 publish their sum 500 through row A; the cheapest published cell of
