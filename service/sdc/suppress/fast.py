@@ -154,6 +154,7 @@ def remove_superfluous(
     tried = removed = swapped = 0
     candidates = np.flatnonzero(y & ~p.forced)
     log.info("clean-up: start, %d candidate cells", len(candidates))
+    cheapest.reset()
     # Swaps only where no aggregation rounds follow: those add back what the swaps save
     # (60x60 and 100x100 hier, 10x10x5: 0-0.2% less value for 27-53% more time), while
     # under intervals alone the swaps keep 1.0-2.5% of the value (README, issue 16).
@@ -305,6 +306,7 @@ def protect_aggregations(
     # far, prove anchors of the next without an LP.
     deviations = Deviations(p.table.structure, p.table.unions)
     ticker = _Ticker()
+    cheapest.reset()
     for round_ in range(1, max_rounds + 1):
         deviations.add_cells(cheapest.deviations.take(), y)
         check = check_pattern(p, y, screen_only=True, proven=proven, deviations=deviations)

@@ -29,19 +29,31 @@ class Attacker:
     """The attacker LP in HiGHS over the cells a pattern suppresses (and the relations that
     touch them): published cells cannot move, so they need no column. A pattern within the
     model's columns only changes column bounds and an attack only the costs, so every solve
-    starts from the last basis; a pattern reaching beyond them rebuilds the model."""
+    starts from the last basis. A pattern reaching beyond them adds its new cells to the
+    model, each as two columns ``z+ - z-`` (both ``>= 0``, nonbasic at 0: the last basis
+    stays primal feasible), while at most :attr:`idle_share` of the model's cells would
+    lie outside the pattern; else the model is built again over the pattern alone."""
+
+    #: A model of more cells than this share outside the pattern is built again: its
+    #: idle columns cost every simplex iteration (exact's points wander over the table).
+    idle_share = 0.5
 
     def __init__(self, p: SearchProblem):
         self.p = p
         self.n = p.a.shape[1]
         self.a_csc = p.a.tocsc()
         self.cols = np.zeros(0, dtype=np.int64)
+        # Each cell's column (``z``, or ``z+`` of a cell added later), and its ``z-``
+        # column for a cell added later (-1 otherwise, and for cells without a column).
         self.position = np.full(self.n, -1, dtype=np.int64)
+        self.minus = np.full(self.n, -1, dtype=np.int64)
         self.rows = np.zeros(0, dtype=np.int64)
+        self.row_position = np.full(p.a.shape[0], -1, dtype=np.int64)
         self.h: highspy.Highs | None = None
         self.lower = self.upper = np.zeros(self.n)  # the columns' bounds, by cell
-        self.costed = (-1, 0.0)  # (model column, sense) whose cost is set
+        self.costed = (-1, 0.0)  # (cell, sense) whose cost is set
         self.cold = False  # built, not yet solved
+        self.builds = self.growths = 0
 
     def _build(self, cols: np.ndarray) -> None:
         sub = self.a_csc[:, cols]
@@ -61,8 +73,50 @@ class Attacker:
         self.cols = cols
         self.position[:] = -1
         self.position[cols] = np.arange(len(cols))
+        self.minus[:] = -1
+        self.row_position[:] = -1
+        self.row_position[self.rows] = np.arange(m)
         self.costed = (-1, 0.0)
         self.cold = True
+        self.builds += 1
+
+    def _grow(self, new: np.ndarray, down: np.ndarray, up: np.ndarray) -> None:
+        """Add cells ``new`` (bounds ``down <= z <= up``, by cell) as ``z+`` and ``z-``
+        columns, and the relations through them not yet in the model (equalities with
+        basic slacks): the last basis stays a basis, primal feasible."""
+        h = self.h
+        assert h is not None
+        sub = self.a_csc[:, new]
+        fresh = np.setdiff1d(sub.indices, self.rows)
+        if fresh.size:
+            h.addRows(
+                len(fresh),
+                np.zeros(len(fresh)),
+                np.zeros(len(fresh)),
+                0,
+                np.zeros(len(fresh), dtype=np.int32),
+                np.zeros(0, dtype=np.int32),
+                np.zeros(0),
+            )
+            self.row_position[fresh] = len(self.rows) + np.arange(len(fresh))
+            self.rows = np.concatenate([self.rows, fresh])
+        k = len(new)
+        start = h.getNumCol()
+        index = self.row_position[sub.indices].astype(np.int32)
+        h.addCols(
+            2 * k,
+            np.zeros(2 * k),
+            np.zeros(2 * k),
+            np.concatenate([up[new], -down[new]]),
+            2 * sub.nnz,
+            np.concatenate([sub.indptr[:-1], sub.nnz + sub.indptr[:-1]]).astype(np.int32),
+            np.concatenate([index, index]),
+            np.concatenate([sub.data, -sub.data]),
+        )
+        self.position[new] = start + np.arange(k)
+        self.minus[new] = start + k + np.arange(k)
+        self.cols = np.concatenate([self.cols, new])
+        self.growths += 1
 
     def set_pattern(self, y: np.ndarray, room_up=None, room_down=None) -> None:
         """Room ``y_j U_j`` up and ``y_j D_j`` down; ``y`` may be fractional (the LP
@@ -72,36 +126,65 @@ class Attacker:
         up = _times(y, self.p.room_up if room_up is None else room_up)
         down = -_times(y, self.p.room_down if room_down is None else room_down)
         support = np.flatnonzero(y > 0)
-        if self.h is None or (self.position[support] < 0).any():
+        new = support[self.position[support] < 0]
+        if self.h is None or (
+            new.size and len(self.cols) + len(new) > len(support) / (1.0 - self.idle_share)
+        ):
             self.lower, self.upper = down, up
             self._build(support)
-        else:
-            changed = np.flatnonzero((up != self.upper) | (down != self.lower))
-            if changed.size:
+            return
+        if new.size:
+            self._grow(new, down, up)
+            self.lower[new], self.upper[new] = down[new], up[new]
+        changed = np.flatnonzero((up != self.upper) | (down != self.lower))
+        if changed.size:
+            split = self.minus[changed] >= 0
+            whole = changed[~split]
+            halves = changed[split]
+            if whole.size:
                 self.h.changeColsBounds(
-                    len(changed),
-                    self.position[changed].astype(np.int32),
-                    down[changed],
-                    up[changed],
+                    len(whole), self.position[whole].astype(np.int32), down[whole], up[whole]
                 )
-            self.lower, self.upper = down, up
+            if halves.size:
+                cols = np.concatenate([self.position[halves], self.minus[halves]])
+                self.h.changeColsBounds(
+                    len(cols),
+                    cols.astype(np.int32),
+                    np.zeros(len(cols)),
+                    np.concatenate([up[halves], -down[halves]]),
+                )
+        self.lower, self.upper = down, up
+
+    def reset(self) -> None:
+        """Build the model afresh at the next pattern, over its cells alone (one column
+        each): before a phase whose patterns shrink, a model grown by split columns
+        costs more per iteration than one cold start."""
+        self.h = None
 
     def _model(self) -> highspy.Highs:
         if self.h is None:
             raise RuntimeError("Attacker.set_pattern() must come before an attack")
         return self.h
 
+    def _costs(self, cell: int, sense: float) -> tuple[list[int], list[float]]:
+        """The columns of ``cell`` and their costs for ``max sense * z_cell``."""
+        if self.minus[cell] < 0:
+            return [int(self.position[cell])], [sense]
+        return [int(self.position[cell]), int(self.minus[cell])], [sense, -sense]
+
     def reach(self, i: int, sense: float) -> tuple[float, np.ndarray | None, str]:
         """``max sense * z_i`` under the current pattern, the row prices, the outcome."""
         # Always maximise, with cost +-1 on the attacked cell: only costs change between
         # solves, so the last basis stays primal feasible for the primal simplex.
         h = self._model()
-        i_col = int(self.position[i])
-        if self.costed != (i_col, sense):
-            idx = [i_col] if self.costed[0] in (-1, i_col) else [self.costed[0], i_col]
-            costs = [sense] if len(idx) == 1 else [0.0, sense]
+        if self.costed != (i, sense):
+            idx, costs = self._costs(i, sense)
+            last = self.costed[0]
+            if last >= 0 and last != i and self.position[last] >= 0:
+                was, _ = self._costs(last, 0.0)
+                idx, costs = was + idx, [0.0] * len(was) + costs
             h.changeColsCost(len(idx), np.array(idx, dtype=np.int32), np.array(costs))
-            self.costed = (i_col, sense)
+            self.costed = (i, sense)
         if self.cold:
             # A model just built has no basis to go on from: from the slack basis the dual
             # simplex beats the primal (20x20x10, the protection's 227 attacks: 449 -> 476
@@ -127,7 +210,9 @@ class Attacker:
 
     def deviation(self) -> tuple[np.ndarray, np.ndarray]:
         """The last optimal attack: (cells it moves, their moves)."""
-        z = np.asarray(self._model().getSolution().col_value)
+        values = np.asarray(self._model().getSolution().col_value)
+        minus = self.minus[self.cols]
+        z = values[self.position[self.cols]] - np.where(minus >= 0, values[minus], 0.0)
         moved = np.abs(z) > 1e-9 * max(1.0, np.abs(z).max(initial=0.0))
         return self.cols[moved], z[moved]
 
@@ -301,6 +386,11 @@ class Cheapest:
         if within_pattern:
             return None, "infeasible" if tried else "untried"
         return self._solve(None, ask)
+
+    def reset(self) -> None:
+        """:meth:`Attacker.reset` of the attacker within patterns (:meth:`_reach`)."""
+        if self._attacker is not None:
+            self._attacker.reset()
 
     def attack(
         self,
