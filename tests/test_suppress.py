@@ -480,6 +480,68 @@ def test_the_priced_complement_is_the_whole_tables_optimum(seed, shares):
         assert priced == pytest.approx(whole, rel=1e-6, abs=1e-9)
 
 
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_a_grown_attacker_reaches_what_a_fresh_one_does(seed):
+    """An attacker whose patterns gain cells (added as z+ and z- columns to the last
+    model), lose them and change rooms reaches, for every cell of each pattern and either
+    direction, what an attacker built for that pattern alone reaches, by a deviation that
+    balances every relation within the rooms."""
+    import time
+
+    from service.sdc.suppress.lps import Attacker
+    from service.sdc.suppress.problem import prepare
+
+    rng = np.random.default_rng(seed)
+    t = Table(
+        [
+            Hierarchy.flat("a", [str(k) for k in range(int(rng.integers(2, 5)))], "T"),
+            Hierarchy.flat("b", [str(k) for k in range(int(rng.integers(2, 5)))], "T"),
+            Hierarchy.flat("c", [str(k) for k in range(int(rng.integers(2, 4)))], "T"),
+        ]
+    )
+    x = t.fill_margins(rng.integers(1, 60, t.n_cells).astype(float) * t.is_leaf)
+    sens = np.zeros(t.n_cells, bool)
+    sens[0] = True
+    p = prepare(
+        TableProblem.of(t, x, sens, 5.0 * sens, 5.0 * sens),
+        cell_costs("value", x),
+        None,
+        None,
+        time.perf_counter() + 30,
+    )
+    grown = Attacker(p)
+    grown.idle_share = 0.9  # grow rather than rebuild, as far as it goes
+    y = rng.random(t.n_cells) < 0.15
+    for step in range(6):
+        if step == 4:
+            y &= rng.random(t.n_cells) < 0.7  # some cells published again
+        else:
+            y |= rng.random(t.n_cells) < 0.15
+        if not y.any():
+            continue
+        rooms = None if step != 5 else (p.room_up * rng.random(t.n_cells), p.room_down)
+        grown.set_pattern(y, *(rooms or ()))
+        fresh = Attacker(p)
+        fresh.set_pattern(y, *(rooms or ()))
+        up = p.room_up if rooms is None else rooms[0]
+        for i in rng.choice(np.flatnonzero(y), size=min(4, int(y.sum())), replace=False):
+            for sense in (1.0, -1.0):
+                reached, _, outcome = grown.reach(int(i), sense)
+                want, _, _ = fresh.reach(int(i), sense)
+                assert outcome == "optimal"
+                assert reached == pytest.approx(want, rel=1e-7, abs=1e-7)
+                if np.isfinite(reached):
+                    cells, z = grown.deviation()
+                    full = np.zeros(t.n_cells)
+                    full[cells] = z
+                    assert y[cells].all()
+                    assert np.abs(p.a @ full).max(initial=0.0) <= 1e-6 * max(1.0, reached)
+                    assert (full <= up + 1e-6).all() and (-full <= p.room_down + 1e-6).all()
+                    assert sense * full[i] == pytest.approx(reached, rel=1e-7, abs=1e-7)
+    assert grown.growths > 0
+
+
 def test_a_round_without_progress_opens_the_relation_an_aggregation_is_read_from():
     """The rounds' fallback (fast._open_relations): A,I and A,III hidden alone in row A of
     seed 002 Table 6 publish their sum 500 through row A; the cheapest published cell of
