@@ -413,31 +413,25 @@ def test_a_box_model_holds_the_relations_through_its_cells(seed):
     np.testing.assert_array_equal(got, want)
 
 
-@settings(max_examples=40, deadline=None)
-@given(st.integers(0, 2**32 - 1), st.sampled_from([(0.0,), (0.0, 0.05), (0.2, 0.4), (1.0,)]))
-def test_the_priced_complement_is_the_whole_tables_optimum(seed, shares):
-    """Column generation over part of the cells (Cheapest._priced) reaches the optimum of
-    the LP over every cell (the kept whole-table model), with a deviation that balances
-    every relation, keeps every room and moves the cell by its level; from starts with
-    no cells beyond the pattern (widened while infeasible, then the whole model) too."""
+def _random_3d_problem(rng, below: tuple[int, int, int], smallest: int, level: float):
+    """A random 3-D table with totals (2 to ``below - 1`` codes a dimension, leaves of
+    ``smallest`` to 59), one sensitive leaf with value (upper and lower level ``level``),
+    and the search's view of it: (table, the sensitive cell, problem)."""
     import time
 
-    from service.sdc.suppress.lps import Cheapest, _Ask
     from service.sdc.suppress.problem import prepare
 
-    rng = np.random.default_rng(seed)
     t = Table(
         [
-            Hierarchy.flat("a", [str(k) for k in range(int(rng.integers(2, 6)))], "T"),
-            Hierarchy.flat("b", [str(k) for k in range(int(rng.integers(2, 6)))], "T"),
-            Hierarchy.flat("c", [str(k) for k in range(int(rng.integers(2, 5)))], "T"),
+            Hierarchy.flat(name, [str(k) for k in range(int(rng.integers(2, top)))], "T")
+            for name, top in zip("abc", below)
         ]
     )
-    x = t.fill_margins(rng.integers(0, 60, t.n_cells).astype(float) * t.is_leaf)
+    x = t.fill_margins(rng.integers(smallest, 60, t.n_cells).astype(float) * t.is_leaf)
+    filled = np.flatnonzero(t.is_leaf & (x > 0))
+    i = int(rng.choice(filled)) if filled.size else 0
     sens = np.zeros(t.n_cells, bool)
-    i = int(rng.choice(np.flatnonzero(t.is_leaf & (x > 0)))) if (t.is_leaf & (x > 0)).any() else 0
     sens[i] = True
-    level = float(rng.uniform(0.5, 20.0))
     p = prepare(
         TableProblem.of(t, x, sens, level * sens, level * sens),
         cell_costs("value", x),
@@ -445,6 +439,21 @@ def test_the_priced_complement_is_the_whole_tables_optimum(seed, shares):
         None,
         time.perf_counter() + 30,
     )
+    return t, i, p
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from([(0.0,), (0.0, 0.05), (0.2, 0.4), (1.0,)]))
+def test_the_priced_complement_is_the_whole_tables_optimum(seed, shares):
+    """Column generation over part of the cells (Cheapest._priced) reaches the optimum of
+    the LP over every cell (the kept whole-table model), with a deviation that balances
+    every relation, keeps every room and moves the cell by its level; from starts with
+    no cells beyond the pattern (widened while infeasible, then the whole model) too."""
+    from service.sdc.suppress.lps import Cheapest, _Ask
+
+    rng = np.random.default_rng(seed)
+    level = float(rng.uniform(0.5, 20.0))
+    t, i, p = _random_3d_problem(rng, (6, 6, 5), 0, level)
     y = rng.random(t.n_cells) < 0.2
     y[i] = True
     # Some rooms tightened, as an aggregation's requirement may ask.
@@ -487,29 +496,10 @@ def test_a_grown_attacker_reaches_what_a_fresh_one_does(seed):
     model), lose them and change rooms reaches, for every cell of each pattern and either
     direction, what an attacker built for that pattern alone reaches, by a deviation that
     balances every relation within the rooms."""
-    import time
-
     from service.sdc.suppress.lps import Attacker
-    from service.sdc.suppress.problem import prepare
 
     rng = np.random.default_rng(seed)
-    t = Table(
-        [
-            Hierarchy.flat("a", [str(k) for k in range(int(rng.integers(2, 5)))], "T"),
-            Hierarchy.flat("b", [str(k) for k in range(int(rng.integers(2, 5)))], "T"),
-            Hierarchy.flat("c", [str(k) for k in range(int(rng.integers(2, 4)))], "T"),
-        ]
-    )
-    x = t.fill_margins(rng.integers(1, 60, t.n_cells).astype(float) * t.is_leaf)
-    sens = np.zeros(t.n_cells, bool)
-    sens[0] = True
-    p = prepare(
-        TableProblem.of(t, x, sens, 5.0 * sens, 5.0 * sens),
-        cell_costs("value", x),
-        None,
-        None,
-        time.perf_counter() + 30,
-    )
+    t, _, p = _random_3d_problem(rng, (5, 5, 4), 1, 5.0)
     grown = Attacker(p)
     grown.idle_share = 0.9  # grow rather than rebuild, as far as it goes
     y = rng.random(t.n_cells) < 0.15
