@@ -767,6 +767,20 @@ class _Work:
         g_sorted = ga[cell_order][:, atom_order].tocsr()
         bt_sorted = (g_sorted.T @ blocks.T).tocsr()  # phi = bt @ mu, block diagonal
         rows_sorted = active[row_order]
+
+        def make(r0: int, r1: int, c0: int, c1: int, a0: int, a1: int) -> _Group:
+            # The blocks are sliced only for a group that is built: a check of a pattern
+            # whose groups are mostly proven already (the trim's trials) skips them.
+            return _Group(
+                self,
+                cell_order[c0:c1],
+                rows_sorted[r0:r1],
+                blocks[r0:r1, c0:c1],
+                g_sorted[c0:c1, a0:a1],
+                atoms_sorted[a0:a1],
+                bt_sorted[a0:a1, r0:r1],
+            )
+
         for lab in np.flatnonzero(wanted).tolist():
             r0, r1, c0, c1, a0, a1 = (
                 rb[lab],
@@ -777,19 +791,7 @@ class _Work:
                 ab[lab + 1],
             )
             if r1 > r0 and c1 > c0:  # a hidden cell in no relation publishes nothing
-                yield (
-                    cell_order[c0:c1],
-                    functools.partial(
-                        _Group,
-                        self,
-                        cell_order[c0:c1],
-                        rows_sorted[r0:r1],
-                        blocks[r0:r1, c0:c1],
-                        g_sorted[c0:c1, a0:a1],
-                        atoms_sorted[a0:a1],
-                        bt_sorted[a0:a1, r0:r1],
-                    ),
-                )
+                yield cell_order[c0:c1], functools.partial(make, r0, r1, c0, c1, a0, a1)
 
 
 class _Group:

@@ -76,11 +76,12 @@ import time
 import numpy as np
 
 from .. import highs
+from ..aggregations import Deviations
 from ..audit import audit_pattern
 from ..errors import InputError
 from ..problem import TableProblem
 from .exact import exact
-from .fast import UNSETTLED, log, protect, protect_aggregations, remove_superfluous
+from .fast import UNSETTLED, log, protect, protect_aggregations, remove_superfluous, trim
 from .lps import Attacker, Cheapest
 from .partial import PartialResult, partial
 from .problem import COST_KINDS, cell_costs, prepare
@@ -253,14 +254,27 @@ def _search(problem, cost, forbidden, forced, method, start, end, budget, audit_
     )
     y = remove_superfluous(p, att, cheapest, y, witness, until)
     # The exact method's incumbent must be safe in every respect (see exact).
-    protected, why = protect_aggregations(p, y, cheapest, proven=proven)
+    # Kept deviations for the rounds' screen, and for the trim after them.
+    pool = Deviations(p.table.structure, p.table.unions)
+    protected, why = protect_aggregations(p, y, cheapest, proven=proven, deviations=pool)
     if protected is None:
         if not why.startswith("time limit") and why != UNSETTLED:
             return done(None, "no_safe_pattern", why)
         # Out of time: the audit may still prove the pattern safe, else it names the
         # cells left unprotected.
         return done(y, status, message, unfinished=why)
-    y = protected
+    # The trim (fast.trim) re-screens a group per candidate: a quarter of the time spent
+    # so far and CLEAN_UP_PER_CANDIDATE per candidate, at most half the time left. Its
+    # savings come about evenly over its candidates (60x60 hier, seed 1: 47% of a full
+    # pass's in 30% of its 1.3 s); on 3-D tables, one group of most hidden cells, a
+    # candidate costs 1-2 s and the box ends it after a few.
+    now = clock.now()
+    candidates = int((protected & ~p.forced).sum())
+    until = min(
+        now + 0.5 * (p.deadline - now),
+        now + 0.25 * (now - origin) + CLEAN_UP_PER_CANDIDATE * candidates * clock.second,
+    )
+    y = trim(p, att, cheapest, protected, witness, proven, pool, until)
     if method == "fast":
         return done(y, status, message)
     # Exact: the incumbent is audited before the MIP, so a better pattern the MIP finds
