@@ -733,20 +733,8 @@ class _Work:
         and through the atoms they share (an aggregation of one group is judged
         independently of another's only when no atom is shared): ``(members, build)``,
         ``build()`` making the :class:`_Group` (not made for a group already proven)."""
-        active = np.flatnonzero(np.diff(self.a_s.indptr) > 0)
-        b = self.a_s[active]
-        gs = self.g_s.tocsc()
-        shared_atoms = np.flatnonzero(np.diff(gs.indptr) > 0)
-        n_s, n_r, n_a = len(self.cells), len(active), len(shared_atoms)
-        pr = sp.csr_matrix((np.ones(b.nnz), b.indices, b.indptr), shape=b.shape)
-        ga = gs[:, shared_atoms].tocsr()
-        pa = sp.csr_matrix((np.ones(ga.nnz), ga.indices, ga.indptr), shape=ga.shape)
-        graph = sp.bmat(
-            [[None, pr.T, pa], [pr, None, None], [pa.T, None, None]], format="csr", dtype=float
-        )
-        if graph.shape[0] != n_s + n_r + n_a:
-            graph.resize((n_s + n_r + n_a, n_s + n_r + n_a))
-        n_lab, labels = connected_components(graph, directed=False)
+        active, b, shared_atoms, ga, n_lab, labels = _linked(self.a_s, self.g_s)
+        n_s, n_r = len(self.cells), len(active)
         cell_label, row_label = labels[:n_s], labels[n_s : n_s + n_r]
         # Groups without an atom any rule could call sensitive are safe (seed 002
         # Theorem 2): skip them before building anything.
@@ -792,6 +780,42 @@ class _Work:
             )
             if r1 > r0 and c1 > c0:  # a hidden cell in no relation publishes nothing
                 yield cell_order[c0:c1], functools.partial(make, r0, r1, c0, c1, a0, a1)
+
+
+def _linked(a_s: sp.csr_matrix, g_s: sp.csr_matrix):
+    """The groups of hidden cells: components of the graph of the cells, the relations
+    that touch them (rows of ``a_s``, relations by hidden cells) and the atoms they share
+    (columns of ``g_s``, hidden cells by atoms). Returns (active relations, their rows,
+    shared atoms, ``g_s`` on them, number of labels, labels of cells then relations then
+    atoms)."""
+    active = np.flatnonzero(np.diff(a_s.indptr) > 0)
+    b = a_s[active]
+    gs = g_s.tocsc()
+    shared_atoms = np.flatnonzero(np.diff(gs.indptr) > 0)
+    n_s, n_r, n_a = b.shape[1], len(active), len(shared_atoms)
+    pr = sp.csr_matrix((np.ones(b.nnz), b.indices, b.indptr), shape=b.shape)
+    ga = gs[:, shared_atoms].tocsr()
+    pa = sp.csr_matrix((np.ones(ga.nnz), ga.indices, ga.indptr), shape=ga.shape)
+    graph = sp.bmat(
+        [[None, pr.T, pa], [pr, None, None], [pa.T, None, None]], format="csr", dtype=float
+    )
+    if graph.shape[0] != n_s + n_r + n_a:
+        graph.resize((n_s + n_r + n_a, n_s + n_r + n_a))
+    n_lab, labels = connected_components(graph, directed=False)
+    return active, b, shared_atoms, ga, n_lab, labels
+
+
+def hidden_groups(relations, source: UnionSource, hidden: np.ndarray) -> np.ndarray:
+    """The group of each hidden cell, as :func:`check_aggregations` forms them (joined
+    through the relations that touch them and the atoms they share), by label; -1 for
+    published cells. The aggregations of a group depend on its hidden cells alone, so a
+    pattern that differs from another only within a group is judged on that group."""
+    t = _Table.of(relations, source)
+    cells = np.flatnonzero(hidden)
+    _, _, _, _, _, labels = _linked(t.a_cols[:, cells].tocsr(), t.g[cells].tocsr())
+    out = np.full(len(hidden), -1, dtype=np.int64)
+    out[cells] = labels[: len(cells)]
+    return out
 
 
 class _Group:

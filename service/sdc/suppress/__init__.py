@@ -91,6 +91,9 @@ METHODS = ("fast", "exact", "partial")
 #: Seconds of clean-up allowed per candidate cell, on top of half a second and a quarter
 #: of the protection phase's time (see :func:`_search`).
 CLEAN_UP_PER_CANDIDATE = 5e-4
+#: Share of the time spent before it that the trim after the aggregation rounds gets, on
+#: top of CLEAN_UP_PER_CANDIDATE per candidate (see :func:`_search`).
+TRIM_SHARE = 0.25
 __all__ = [
     "COST_KINDS",
     "METHODS",
@@ -272,7 +275,7 @@ def _search(problem, cost, forbidden, forced, method, start, end, budget, audit_
     candidates = int((protected & ~p.forced).sum())
     until = min(
         now + 0.5 * (p.deadline - now),
-        now + 0.25 * (now - origin) + CLEAN_UP_PER_CANDIDATE * candidates * clock.second,
+        now + TRIM_SHARE * (now - origin) + CLEAN_UP_PER_CANDIDATE * candidates * clock.second,
     )
     y = trim(p, att, cheapest, protected, witness, proven, pool, until)
     if method == "fast":

@@ -9,11 +9,9 @@ import logging
 import time
 
 import numpy as np
-import scipy.sparse as sp
-from scipy.sparse.csgraph import connected_components
 
 from .. import highs
-from ..aggregations import Deviations, Requirements, check_aggregations
+from ..aggregations import Deviations, Requirements, check_aggregations, hidden_groups
 from .lps import Attacker, Cheapest
 from .problem import SearchProblem, requirements
 
@@ -149,9 +147,9 @@ def remove_superfluous(
     first when time is short; and only without aggregations to protect next.
 
     ``witness`` is updated in place: on return it holds a witness of every requirement
-    within the pattern returned. ``accept(trial)``, if given, must also hold for a removal
-    to stand (:func:`trim`); cells in ``keep`` are not tried; ``phase`` names the pass in
-    the log."""
+    within the pattern returned. ``accept(trial, j)``, if given, must also hold for the
+    removal of ``j`` to stand (:func:`trim`); cells in ``keep`` are not tried; ``phase``
+    names the pass in the log."""
     levels = requirements(p)
     # Which requirements' witnesses use each cell, so that a candidate visits only those
     # (scanning every witness per candidate was 1.7 of 8 s on 100x100 hier).
@@ -181,7 +179,7 @@ def remove_superfluous(
             trial = y.copy()
             trial[j] = False
             renewed = _renew(p, att, cheapest, trial, j, users, levels, deadline, swap)
-            if renewed is None or (accept is not None and not accept(trial)):
+            if renewed is None or (accept is not None and not accept(trial, j)):
                 continue
             y = trial
             if swap:
@@ -398,66 +396,53 @@ def trim(
 ) -> np.ndarray:
     """Drop the secondary cells that the aggregation rounds made superfluous, most
     expensive first, until ``deadline``: the clean-up of :func:`remove_superfluous` once
-    more, a removal standing only if the aggregation check's screen then proves every
-    group it proved before (no sensitive aggregation found, no atom left unproven, no
-    group undecided that was not). The rounds add cells for the aggregations that the
-    protection's complements then no longer need (60x60 hier, seed 1: 19 of the 80 most
-    expensive secondary cells could go, 1.006% -> 0.945% of the value).
+    more, a removal standing only if the aggregation check's screen proves every group
+    of hidden cells it leaves where the cell's group was. The rounds add cells for the
+    aggregations that the protection's complements then no longer need (60x60 hier,
+    seed 1: 19 of the 80 most expensive secondary cells could go, 1.006% -> 0.945% of
+    the value, judged by the full audit).
 
-    Why that proves the trial: removing ``j`` changes only the group that held it; the
-    others keep their cells and their verdicts. So cells of groups the screen left
-    undecided are not tried (a part of such a group could be undecided for another
-    reason, a holding spanning cells, and its cells would pass the test below; seed 002
-    Table 3 with unknown contributions did), and for a cell of a proven group every part
-    of that group must be proven again: any part left undecided has cells that were not
-    undecided before. The final audit judges the result in full, as ever. ``witness`` must
-    hold a witness of every requirement within ``y`` (the clean-up's, still valid: the
-    rounds only add cells); groups proven on the way join ``proven``; ``deviations`` is
-    the rounds' pool (:func:`protect_aggregations`), which proves most atoms of a trial's
-    group again without an LP."""
+    Why that proves the trial: the aggregations of a group depend on its hidden cells
+    alone (:func:`service.sdc.aggregations.hidden_groups`), and removing ``j`` only
+    splits the group that held it; so the check runs on that group's hidden cells less
+    ``j`` (every group the trial has there, whole), and the other groups keep their
+    verdicts. Cells of groups the screen leaves undecided (a holding spanning cells,
+    unknown contributions) are not tried, nor those of groups over
+    :data:`TRIM_GROUP_CELLS`. The final audit judges the result in full, as ever.
+    ``witness`` must hold a witness of every requirement within ``y`` (the clean-up's,
+    still valid: the rounds only add cells); groups proven on the way join ``proven``;
+    ``deviations`` is the rounds' pool (:func:`protect_aggregations`)."""
     if p.table.unions is None:
         return y
-    large = _in_large_groups(p, y)
-    if not (y & ~p.forced & ~large).any():
+    group = hidden_groups(p.table.structure, p.table.unions, y)
+    sizes = np.bincount(group[y], minlength=1)
+    keep = y & (sizes[np.maximum(group, 0)] > TRIM_GROUP_CELLS)
+    if not (y & ~p.forced & ~keep).any():
         return y
     base = check_pattern(
         p, y, screen_only=True, proven=proven, deviations=deviations, until=deadline
     )
     if base.found or base.failing:
         return y
-    undecided = set(base.undecided.tolist())
-    keep = large.copy()
     keep[base.undecided] = True
 
-    def accept(trial: np.ndarray) -> bool:
+    def accept(trial: np.ndarray, j: int) -> bool:
+        # Groups within the one ``j`` left, as it stands: removals only split groups.
+        part = trial & (group == group[j])
         check = check_pattern(
-            p, trial, screen_only=True, proven=proven, deviations=deviations, until=deadline
+            p, part, screen_only=True, proven=proven, deviations=deviations, until=deadline
         )
-        return not check.found and not check.failing and set(check.undecided.tolist()) <= undecided
+        return check.status == "safe"
 
     return remove_superfluous(p, att, cheapest, y, witness, deadline, accept, "trim", keep)
 
 
 #: The trim leaves the cells of groups larger than this: each trial re-screens the group
 #: of its cell. Measured on the fast method's patterns (seed 1): 60x60 and 100x100 hier
-#: have 41 and 114 groups of at most 30 hidden cells (a trial: 3-6 ms); 10x10x5, 8x6x5x4
-#: and 20x20x10 one group of 149-870 (a trial: 0.1-2 s, and their trims removed 1 cell in
-#: 2.2 s, 10 in 266 s and 12 in 435 s).
+#: have 41 and 114 groups of at most 30 hidden cells joined by relations (a trial: 3-6
+#: ms); 10x10x5, 8x6x5x4 and 20x20x10 one group of 149-870 (a trial: 0.1-2 s, and their
+#: trims removed 1 cell in 2.2 s, 10 in 266 s and 12 in 435 s).
 TRIM_GROUP_CELLS = 100
-
-
-def _in_large_groups(p: SearchProblem, y: np.ndarray) -> np.ndarray:
-    """Cells of ``y`` in groups of more than :data:`TRIM_GROUP_CELLS` hidden cells joined
-    through the relations (the aggregation check also joins groups through shared atoms:
-    its groups are unions of these)."""
-    hidden = np.flatnonzero(y)
-    a = p.a.tocsc()[:, hidden]
-    touch = sp.csc_matrix((np.ones(a.nnz), a.indices, a.indptr), shape=a.shape)
-    _, label = connected_components(touch.T @ touch, directed=False)
-    sizes = np.bincount(label)
-    large = np.zeros(len(y), dtype=bool)
-    large[hidden[sizes[label] > TRIM_GROUP_CELLS]] = True
-    return large
 
 
 #: Why :func:`protect_aggregations` stopped when its rounds could not settle every group:
