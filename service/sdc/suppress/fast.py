@@ -7,6 +7,7 @@ import functools
 import itertools
 import logging
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -126,7 +127,7 @@ def remove_superfluous(
     y: np.ndarray,
     witness: list,
     deadline: float,
-    accept=None,
+    accept: Callable[[np.ndarray, int], bool] | None = None,
     phase: str = "clean-up",
     keep: np.ndarray | None = None,
 ) -> np.ndarray:
@@ -169,7 +170,7 @@ def remove_superfluous(
     for swap in (False, True) if p.table.unions is None else (False,):
         if swap:
             candidates = np.flatnonzero(y & tried_cells)
-            log.info("clean-up: swaps, %d candidate cells", len(candidates))
+            log.info("%s: swaps, %d candidate cells", phase, len(candidates))
         for j in candidates[np.argsort(-p.cost[candidates], kind="stable")].tolist():
             if highs.now() > deadline:
                 break  # what is left is safe, only not as lean
@@ -439,9 +440,9 @@ def trim(
 
 #: The trim leaves the cells of groups larger than this: each trial re-screens the group
 #: of its cell. Measured on the fast method's patterns (seed 1): 60x60 and 100x100 hier
-#: have 41 and 114 groups of at most 30 hidden cells joined by relations (a trial: 3-6
-#: ms); 10x10x5, 8x6x5x4 and 20x20x10 one group of 149-870 (a trial: 0.1-2 s, and their
-#: trims removed 1 cell in 2.2 s, 10 in 266 s and 12 in 435 s).
+#: have 41 and 114 groups of at most 30 hidden cells (a trial: 3-6 ms); 10x10x5, 8x6x5x4
+#: and 20x20x10 one group of 149-870 (a trial: 0.1-2 s, and their trims removed 1 cell
+#: in 2.2 s, 10 in 266 s and 12 in 435 s).
 TRIM_GROUP_CELLS = 100
 
 

@@ -291,7 +291,7 @@ class Cheapest:
         added), all costs and bounds 0. Solved from the slack basis by the dual simplex
         without presolve: on 20x20x10's whole-table LPs presolve took more than half of
         each solve (60 LPs: 3.7 s with it, 1.6 s without, the same optima)."""
-        both = self._both(cells, None if every_row else ())
+        both = self._both(cells, every_row)
         m = both.shape[0]
         zeros = np.zeros(both.shape[1])
         return highs.model(
@@ -306,16 +306,15 @@ class Cheapest:
             presolve="off",
         )
 
-    def _both(self, cells: np.ndarray, rows: tuple | None) -> sp.csc_matrix:
-        """``[A_S, -A_S]`` over the rows through ``cells`` (``rows=()``) or every row of the
-        table (``None``)."""
+    def _both(self, cells: np.ndarray, every_row: bool) -> sp.csc_matrix:
+        """``[A_S, -A_S]`` over the rows through ``cells``, or every row of the table."""
         a = self.a_csc
         # The columns of A_S gathered directly (scipy's slicing cost more than the LP on
         # a box of a few hundred cells).
         counts = a.indptr[cells + 1] - a.indptr[cells]
         ptr = np.concatenate([[0], np.cumsum(counts)])
         at = np.repeat(a.indptr[cells] - ptr[:-1], counts) + np.arange(ptr[-1])
-        if rows is None:
+        if every_row:
             m, local = a.shape[0], a.indices[at]
         else:
             used, local = np.unique(a.indices[at], return_inverse=True)
@@ -525,7 +524,7 @@ class Cheapest:
                     up = np.bincount(pairs, weights=z, minlength=2 * n)
                     return self._found(np.arange(n), up[:n], up[n:], ask)
                 block = np.concatenate([new, n + new])
-                added = self._both(new, None)
+                added = self._both(new, every_row=True)
                 h.addCols(
                     len(block),
                     unit[block % n],
