@@ -51,9 +51,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import highs
+from ..aggregations import Deviations
 from ..highs import Outcome
 from ..unions import UnionSource, judge
-from .fast import check_pattern, log, protect_aggregations, remove_superfluous
+from .fast import check_pattern, log, protect_aggregations, remove_superfluous, trim
 from .lps import Attacker, Cheapest, unprotected
 from .problem import SearchProblem, requirements
 
@@ -577,8 +578,14 @@ def _repair(
                 attacked = False
         witness.append(found)
     y = remove_superfluous(p, att, cheapest, y, witness, until)
-    protected, _ = protect_aggregations(p, y, cheapest)
-    return protected
+    pool = Deviations(p.table.structure, p.table.unions)
+    proven: set = set()
+    protected, _ = protect_aggregations(p, y, cheapest, proven=proven, deviations=pool)
+    if protected is None:
+        return None
+    # Half of what is left to the trim: the next master needs the rest.
+    now = highs.now()
+    return trim(p, att, cheapest, protected, witness, proven, pool, now + 0.5 * (until - now))
 
 
 def _no_lonely_complements(p: SearchProblem) -> sp.csr_matrix:
