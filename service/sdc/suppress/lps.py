@@ -53,7 +53,7 @@ class Attacker:
         self.lower = self.upper = np.zeros(self.n)  # the columns' bounds, by cell
         self.costed = (-1, 0.0)  # (cell, sense) whose cost is set
         self.cold = False  # built, not yet solved
-        self.builds = self.growths = 0
+        self.growths = 0  # models grown rather than built again
 
     def _build(self, cols: np.ndarray) -> None:
         sub = self.a_csc[:, cols]
@@ -78,7 +78,6 @@ class Attacker:
         self.row_position[self.rows] = np.arange(m)
         self.costed = (-1, 0.0)
         self.cold = True
-        self.builds += 1
 
     def _grow(self, new: np.ndarray, down: np.ndarray, up: np.ndarray) -> None:
         """Add cells ``new`` (bounds ``down <= z <= up``, by cell) as ``z+`` and ``z-``
@@ -236,7 +235,10 @@ class Cheapest:
     ``|z_j|`` priced ``c_j / level`` (nearly free for cells already suppressed); its support
     is what to suppress. One HiGHS model per part of the table it is tried on (boxes,
     level sub-tables, the whole table), kept; a requirement changes costs and bounds
-    only. Attacks within a pattern are decided by an :class:`Attacker` of its own."""
+    only. On a whole table of :attr:`priced_min_cells` or more the LP is solved by column
+    generation over a model made per requirement instead (:meth:`_priced`; the whole
+    model is its fallback). Attacks within a pattern are decided by an
+    :class:`Attacker` of its own."""
 
     def __init__(self, p: SearchProblem):
         self.p = p
