@@ -269,6 +269,7 @@ def check_pattern(
     proven: set | None = None,
     deviations: Deviations | None = None,
     until: float | None = None,
+    proof_only: bool = False,
 ):
     """The aggregation check of pattern ``y`` (cells derived through the a-priori bounds
     are left to the final audit) by ``until`` (default the search's deadline), or
@@ -283,6 +284,7 @@ def check_pattern(
         p.table.unions,
         deadline=p.deadline if until is None else until,
         screen_only=screen_only,
+        proof_only=proof_only,
         proven=proven,
         deviations=deviations,
     )
@@ -431,7 +433,7 @@ def trim(
         # Groups within the one ``j`` left, as it stands: removals only split groups.
         part = trial & (group == group[j])
         check = check_pattern(
-            p, part, screen_only=True, proven=proven, deviations=deviations, until=deadline
+            p, part, proof_only=True, proven=proven, deviations=deviations, until=deadline
         )
         return check.status == "safe"
 
