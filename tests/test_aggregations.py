@@ -1116,3 +1116,58 @@ def test_deviations_of_the_search_bound_the_screen_lps(data, table, monkeypatch)
                 assert bound[at] >= need.level * (1 - 2e-6)
                 reached += 1
     event(f"met: {min(len(met), 2)}, proven: {min(reached, 2)}, bounds: {min(used, 2)}")
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data(), table=small_tables())
+def test_recalled_proofs_bound_the_screen_lps_of_a_changed_pattern(data, table):
+    """The deviation that last bounded each atom's screen LP (:meth:`Deviations.remember`
+    in a screen-only check of one pattern) bounds from below the value of that atom's LP
+    in a pattern with a cell more or less (the rounds add cells, the trim's trials remove
+    them), wherever :meth:`Deviations.recalled` accepts it; a proof-only check with them
+    proves the changed pattern exactly when a screen-only check without them does."""
+    from service.sdc.aggregations import Deviations
+
+    case, _ = table
+    n = case.t.n_cells
+    y = np.zeros(n, bool)
+    y[data.draw(st.lists(st.integers(0, n - 1), min_size=2, max_size=max(2, n // 2)))] = True
+    y |= case.verdict.sensitive
+    changed = y.copy()
+    cell = data.draw(st.integers(0, n - 1))
+    changed[cell] = not changed[cell]
+    memory = Deviations(case.t, case.source)
+
+    def check(suppressed, deviations=None, **how):
+        return check_aggregations(
+            case.t,
+            case.values,
+            suppressed,
+            case.source,
+            time_limit=60,
+            deviations=deviations,
+            **how,
+        )
+
+    check(y, memory, screen_only=True)
+    work, groups = _groups_of(case, changed)
+    used = 0
+    for group in groups:
+        for k, form in enumerate(work.forms):
+            if form is None:
+                continue
+            for kind, cost in (("omega", work.arrays.omega), ("plain", work.arrays.plain)):
+                cost = cost[k, group.pos]
+                if not (cost >= 0).all():
+                    continue
+                everywhere = np.ones(len(group.atoms), bool)
+                bound = memory.recalled(group, k, kind, cost, np.arange(len(group.atoms)))
+                for anchor in np.flatnonzero(bound > 0).tolist():
+                    rho, _, status = group._cheapest(kind, cost, anchor, everywhere)
+                    assert status == "optimal"
+                    assert bound[anchor] <= rho * (1 + 1e-6) + 1e-9
+                    used += 1
+    with_memory = check(changed, memory, proof_only=True)
+    without = check(changed, screen_only=True)
+    assert (with_memory.status == "safe") == (without.status == "safe")
+    event(f"bounds recalled: {min(used, 2)}")

@@ -1182,16 +1182,23 @@ class _Group:
         # the atom's scale so that the bound reached proves it with room).
         enough = measure - margins + 1e-6 * w.scale[k, self.pos]
 
-        # Kept deviations only where an LP costs more than testing them (_KEEP_ATOMS).
-        kept = w.deviations if len(self.atoms) >= _KEEP_ATOMS else None
+        # Kept deviations only where an LP costs more than testing them (_KEEP_ATOMS);
+        # each atom's last proof wherever deviations are kept (Deviations.recalled).
+        memory = w.deviations
+        kept = memory if len(self.atoms) >= _KEEP_ATOMS else None
         by_omega = np.zeros(len(self.atoms))
+        by_plain = np.zeros(len(self.atoms))
         if kept is not None:
             # Deviations of earlier checks still feasible here: either half of the split.
             by_omega = kept.bound(self, omega)
             by_plain = kept.bound(self, plain)
-            proven |= (measure - by_omega < margins) | (
-                (alone - by_omega < margins) & (measure - by_plain < margins)
-            )
+        if memory is not None:
+            open_anchors = np.flatnonzero(near & ~proven)
+            by_omega = np.maximum(by_omega, memory.recalled(self, k, "omega", omega, open_anchors))
+            by_plain = np.maximum(by_plain, memory.recalled(self, k, "plain", plain, open_anchors))
+        proven |= (measure - by_omega < margins) | (
+            (alone - by_omega < margins) & (measure - by_plain < margins)
+        )
 
         def lp(kind: str, cost: np.ndarray, anchor: int, model: str | None = None):
             rho, mu, status = self._cheapest(
@@ -1199,8 +1206,11 @@ class _Group:
             )
             if status != "optimal":
                 w.why.add(f"screen LP: {status}")
-            elif kept is not None and np.isfinite(rho):
-                kept.add(self, self.deviation * (1.0 - 1e-6))
+            elif np.isfinite(rho):
+                if kept is not None:
+                    kept.add(self, self.deviation * (1.0 - 1e-6))
+                if memory is not None and kind == "plain":
+                    memory.remember(self, k, kind, [anchor], self.deviation)
             return rho, mu, status == "optimal"
 
         def plain_first(anchor: int) -> bool:
@@ -1217,7 +1227,11 @@ class _Group:
         def omega_lp(anchor: int):
             rho, mu, ok = lp("omega", omega, anchor)
             if ok and np.isfinite(rho):
+                before = proven.copy()
                 proven[:] |= measure - self.proven_by_last(anchor, omega) < margins
+                if memory is not None:
+                    anchors = [anchor, *np.flatnonzero(proven & ~before).tolist()]
+                    memory.remember(self, k, "omega", anchors, self.deviation)
             return rho, mu, ok
 
         # Split exactly: some attacker elsewhere (the anchor's own coefficient is then at
@@ -1555,6 +1569,10 @@ class Deviations:
         self.nonzeros = 0
         # The table of add_cells (its atom map and relations).
         self._table = None if source is None else _Table.of(relations, source)
+        # The deviation that last bounded each atom's screen LP, by (rule, cost, atom
+        # cell): (atoms, moves, residual), tested by a later check before that LP.
+        self._proofs: dict[tuple[int, str, int], tuple[np.ndarray, np.ndarray, float]] = {}
+        self._proof_nonzeros = 0
 
     def _keep(self, atoms: np.ndarray, z: np.ndarray, residual: float) -> None:
         """Keep the moves ``z`` of ``atoms`` (cell ids), unless :data:`_KEEP_NONZEROS`
@@ -1571,6 +1589,65 @@ class Deviations:
         nz = np.flatnonzero(z)
         residual = np.abs(group.bt.T @ z).max(initial=0.0)
         self._keep(group.atoms[nz], z[nz], residual)
+
+    def remember(self, group: _Group, k: int, kind: str, anchors: list[int], z: np.ndarray):
+        """Keep ``z``, the row prices of a screen LP of ``group`` under rule ``k`` and
+        costs ``kind`` ("omega" or "plain"), as the last bound of each atom in ``anchors``
+        (positions in the group): :meth:`recalled` tests it there in a later check. At
+        most :data:`_KEEP_NONZEROS` moves are kept this way."""
+        nz = np.flatnonzero(z)
+        if not nz.size or self._proof_nonzeros + nz.size > _KEEP_NONZEROS:
+            return
+        self._proof_nonzeros += nz.size
+        residual = float(np.abs(group.bt.T @ z).max(initial=0.0))
+        entry = (group.atoms[nz], z[nz] * (1.0 - 1e-6), residual)
+        for a in anchors:
+            self._proofs[(k, kind, int(group.atoms[a]))] = entry
+
+    def recalled(
+        self, group: _Group, k: int, kind: str, cost: np.ndarray, anchors: np.ndarray
+    ) -> np.ndarray:
+        """Per atom of ``group``: a lower bound on its screen LP's value under rule ``k``
+        and costs ``cost`` (of ``kind``) from the deviation that last bounded it
+        (:meth:`remember`), tested at the atoms in ``anchors`` only; zero elsewhere.
+
+        The deviation, restricted to the group's atoms, must still balance the group's
+        relations (to within what it did where it was found, or ``1e-9`` of its largest
+        move): removing a hidden cell (the trim's trials) or adding one (the rounds)
+        changes the relations only where it sits, so a proof that did not move the cell
+        usually stands. Scaled by the largest ``t`` with ``|t z_j| <= cost_j`` on every
+        other known atom, it is dual feasible for the atom's LP: ``rho >= t |z_i|`` (as
+        in :meth:`bound`); infinite when no other atom moves (no aggregation reaches the
+        atom)."""
+        out = np.zeros(len(group.atoms))
+        if not self._proofs:
+            return out
+        keys = [(k, kind, cell) for cell in group.atoms[anchors].tolist()]
+        found = [
+            (a, e) for a, e in zip(np.asarray(anchors).tolist(), map(self._proofs.get, keys)) if e
+        ]
+        if not found:
+            return out
+        # One row per anchor: its proof restricted to the group's atoms (sorted).
+        at = np.array([a for a, _ in found])
+        cells = np.concatenate([e[0] for _, e in found])
+        moves = np.concatenate([e[1] for _, e in found])
+        row = np.repeat(np.arange(len(found)), [len(e[0]) for _, e in found])
+        pos = np.minimum(np.searchsorted(group.atoms, cells), len(group.atoms) - 1)
+        inside = group.atoms[pos] == cells
+        z = np.zeros((len(found), len(group.atoms)))
+        z[row[inside], pos[inside]] = moves[inside]
+        residual = np.abs(group.bt.T @ z.T).max(axis=0, initial=0.0)
+        was = np.array([e[2] for _, e in found])
+        moved = np.abs(z)
+        mine = moved[np.arange(len(found)), at]
+        holds = (mine > 0.0) & (residual <= np.maximum(was, 1e-9 * moved.max(axis=1)))
+        moved[np.arange(len(found)), at] = 0.0
+        c = np.where(np.isfinite(cost) & ~group.unknown, cost, np.inf)
+        with np.errstate(divide="ignore", invalid="ignore"):  # 0 moves: no limit
+            scale = np.where(moved > 0.0, c / moved, np.inf).min(axis=1, initial=np.inf)
+            out[at[holds]] = (scale * mine)[holds]
+        return out
 
     def add_cells(self, found: list[tuple[np.ndarray, np.ndarray]], hidden: np.ndarray) -> None:
         """Keep deviations the suppression search found, each ``(cells, moves)`` with
