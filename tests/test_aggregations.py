@@ -972,15 +972,12 @@ def _kept_bounds_checked(work, groups, kept):
 
 @settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data(), table=small_tables())
-def test_kept_deviations_bound_the_screen_lps_of_a_larger_pattern(data, table, monkeypatch):
+def test_kept_deviations_bound_the_screen_lps_of_a_larger_pattern(data, table):
     """Deviations a screen-only check of a pattern kept (:class:`Deviations`) bound from
     below the value of every screen LP of a larger pattern (as the fast method's rounds
     grow it), anchor by anchor, and a check of the larger pattern that uses them proves
-    it safe exactly when a check without them does. (Groups of any size keep them here.)"""
-    from service.sdc import aggregations
+    it safe exactly when a check without them does."""
     from service.sdc.aggregations import Deviations
-
-    monkeypatch.setattr(aggregations, "_KEEP_ATOMS", 0)
 
     case, _ = table
     n = case.t.n_cells
@@ -1076,16 +1073,14 @@ def _most_moving(case: Case, y: np.ndarray, anchor: int, room: np.ndarray, cap: 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data(), table=small_tables())
-def test_deviations_of_the_search_bound_the_screen_lps(data, table, monkeypatch):
+def test_deviations_of_the_search_bound_the_screen_lps(data, table):
     """Deviations of the hidden cells that the suppression search hands over
     (:meth:`Deviations.add_cells`), here those that meet the aggregation rounds'
     requirements (:class:`Requirements`), bound every screen LP of every group of the
     pattern from below, atom by atom (LP duality); and each proves its own anchor: the
     bound there, under the costs of its requirement, reaches the requirement's level."""
-    from service.sdc import aggregations
     from service.sdc.aggregations import Deviations, Requirements
 
-    monkeypatch.setattr(aggregations, "_KEEP_ATOMS", 0)
     case, _ = table
     n = case.t.n_cells
     y = np.zeros(n, bool)

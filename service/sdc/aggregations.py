@@ -118,11 +118,6 @@ _Steps = Generator[sp.csr_matrix, Verdict, Any]
 # holds its LP models (220 x 220 cells, 2-level hierarchies: the check's CPU 6.0 s one
 # group at a time, 4.4 s by 64 and by 256; peak RSS +62 MiB by 64, +114 MiB by 256).
 _BATCH_GROUPS = 64
-# Groups of at least this many atoms use and keep the screen's deviations between checks
-# (:class:`Deviations`); on smaller ones an LP costs less than testing the kept ones
-# (100x100, 2-level hierarchies: screen LPs 0.4 ms, a test 0.8 ms; 8x6x5x4: 12 ms LPs
-# over 456 atoms).
-_KEEP_ATOMS = 100
 # At most this many nonzeros kept by a Deviations (with its column-major copy about 32 MiB;
 # 20x20x10's rounds keep 307,000 with the search's deviations), so that memory stays
 # bounded at census scale.
@@ -860,6 +855,8 @@ class _Group:
         self.pos = pos
         self.unknown = ~work.known[pos]
         self._lp: dict = {}
+        # The kept deviations that hold here (Deviations._held), with the pool they are of.
+        self.held: tuple[Any, sp.csr_matrix | None] | None = None
         # What a screen-only check lists besides the verdict, kept per group so that
         # groups decided side by side (:func:`_drive`) list them in the groups' order.
         self.failing: list[tuple[int, int]] = []
@@ -1182,20 +1179,21 @@ class _Group:
         # the atom's scale so that the bound reached proves it with room).
         enough = measure - margins + 1e-6 * w.scale[k, self.pos]
 
-        # Kept deviations only where an LP costs more than testing them (_KEEP_ATOMS);
-        # each atom's last proof wherever deviations are kept (Deviations.recalled).
-        memory = w.deviations
-        kept = memory if len(self.atoms) >= _KEEP_ATOMS else None
+        # Deviations of earlier checks still feasible here, and each atom's last proof:
+        # either half of the split (a group's kept deviations are found once for every
+        # rule and half, Deviations._held: on 100x100 hier the rounds' checks 0.72 ->
+        # 0.56 s with 624 fewer LPs).
+        kept = w.deviations
         by_omega = np.zeros(len(self.atoms))
         by_plain = np.zeros(len(self.atoms))
         if kept is not None:
-            # Deviations of earlier checks still feasible here: either half of the split.
-            by_omega = kept.bound(self, omega)
-            by_plain = kept.bound(self, plain)
-        if memory is not None:
             open_anchors = np.flatnonzero(near & ~proven)
-            by_omega = np.maximum(by_omega, memory.recalled(self, k, "omega", omega, open_anchors))
-            by_plain = np.maximum(by_plain, memory.recalled(self, k, "plain", plain, open_anchors))
+            by_omega = np.maximum(
+                kept.bound(self, omega), kept.recalled(self, k, "omega", omega, open_anchors)
+            )
+            by_plain = np.maximum(
+                kept.bound(self, plain), kept.recalled(self, k, "plain", plain, open_anchors)
+            )
         proven |= (measure - by_omega < margins) | (
             (alone - by_omega < margins) & (measure - by_plain < margins)
         )
@@ -1206,11 +1204,10 @@ class _Group:
             )
             if status != "optimal":
                 w.why.add(f"screen LP: {status}")
-            elif np.isfinite(rho):
-                if kept is not None:
-                    kept.add(self, self.deviation * (1.0 - 1e-6))
-                if memory is not None and kind == "plain":
-                    memory.remember(self, k, kind, [anchor], self.deviation)
+            elif np.isfinite(rho) and kept is not None:
+                kept.add(self, self.deviation * (1.0 - 1e-6))
+                if kind == "plain":
+                    kept.remember(self, k, kind, [anchor], self.deviation)
             return rho, mu, status == "optimal"
 
         def plain_first(anchor: int) -> bool:
@@ -1229,9 +1226,9 @@ class _Group:
             if ok and np.isfinite(rho):
                 before = proven.copy()
                 proven[:] |= measure - self.proven_by_last(anchor, omega) < margins
-                if memory is not None:
+                if kept is not None:
                     anchors = [anchor, *np.flatnonzero(proven & ~before).tolist()]
-                    memory.remember(self, k, "omega", anchors, self.deviation)
+                    kept.remember(self, k, "omega", anchors, self.deviation)
             return rho, mu, ok
 
         # Split exactly: some attacker elsewhere (the anchor's own coefficient is then at
@@ -1701,23 +1698,42 @@ class Deviations:
         self._rows = rows, rows.tocsc(), residual
         self._new = []
 
+    def _held(self, group: _Group) -> sp.csr_matrix | None:
+        """``|z|`` of the deviations flushed that move an atom of ``group`` and still hold
+        there, restricted to its atoms (rows by the group's atoms), or None; found once per
+        group (the pool changes only between checks) from the pool's columns of its atoms
+        directly, whose entries are those rows' moves there."""
+        if self._rows is None:
+            return None
+        if group.held is not None and group.held[0] is self._rows:
+            return group.held[1]
+        _, by_cell, found = self._rows
+        starts = by_cell.indptr[group.atoms]
+        counts = by_cell.indptr[group.atoms + 1] - starts
+        total = int(counts.sum())
+        z = None
+        if total:
+            take = np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(total)
+            hit, row = np.unique(by_cell.indices[take], return_inverse=True)
+            col = np.repeat(np.arange(len(group.atoms)), counts)
+            z = sp.csr_matrix(
+                (by_cell.data[take], (row.ravel(), col)), shape=(len(hit), len(group.atoms))
+            )
+            largest = abs(z).max(axis=1).toarray().ravel()
+            residual = abs(z @ group.bt).max(axis=1).toarray().ravel()
+            z = abs(z[np.flatnonzero(residual <= np.maximum(found[hit], 1e-9 * largest))]).tocsr()
+            z.eliminate_zeros()
+            z = z if z.nnz else None
+        group.held = (self._rows, z)
+        return z
+
     def bound(self, group: _Group, cost: np.ndarray) -> np.ndarray:
         """Per atom of ``group``: a lower bound on its screen LP's value under costs
         ``cost`` from the deviations flushed that still hold there (zero where none
         does)."""
         out = np.zeros(len(group.atoms))
-        if self._rows is None:
-            return out
-        rows, by_cell, found = self._rows
-        hit = np.unique(by_cell[:, group.atoms].indices)
-        if not hit.size:
-            return out
-        z = rows[hit][:, group.atoms].tocsr()
-        largest = abs(z).max(axis=1).toarray().ravel()
-        residual = abs(z @ group.bt).max(axis=1).toarray().ravel()
-        z = abs(z[np.flatnonzero(residual <= np.maximum(found[hit], 1e-9 * largest))]).tocsr()
-        z.eliminate_zeros()
-        if not z.nnz:
+        z = self._held(group)
+        if z is None:
             return out
         # Per row, the largest scale its atoms' costs allow: the smallest cost_j / |z_j|
         # over the other atoms (the second smallest for the atom that has the smallest).
