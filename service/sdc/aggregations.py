@@ -856,7 +856,7 @@ class _Group:
         self.unknown = ~work.known[pos]
         self._lp: dict = {}
         # The kept deviations that hold here (Deviations._held), with the pool they are of.
-        self.held: tuple[Any, sp.csr_matrix | None] | None = None
+        self.held: tuple[Any, tuple | None] | None = None
         # What a screen-only check lists besides the verdict, kept per group so that
         # groups decided side by side (:func:`_drive`) list them in the groups' order.
         self.failing: list[tuple[int, int]] = []
@@ -1698,11 +1698,13 @@ class Deviations:
         self._rows = rows, rows.tocsc(), residual
         self._new = []
 
-    def _held(self, group: _Group) -> sp.csr_matrix | None:
+    def _held(self, group: _Group) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """``|z|`` of the deviations flushed that move an atom of ``group`` and still hold
-        there, restricted to its atoms (rows by the group's atoms), or None; found once per
-        group (the pool changes only between checks) from the pool's columns of its atoms
-        directly, whose entries are those rows' moves there."""
+        there, restricted to its atoms, row by row as ``(indptr, atom positions, moves)``,
+        or None; found once per group (the pool changes only between checks) from the
+        pool's columns of its atoms, whose entries are those rows' moves there, with one
+        sparse product (scipy's checks on the small blocks of 2-D tables cost more than
+        the arithmetic)."""
         if self._rows is None:
             return None
         if group.held is not None and group.held[0] is self._rows:
@@ -1711,48 +1713,67 @@ class Deviations:
         starts = by_cell.indptr[group.atoms]
         counts = by_cell.indptr[group.atoms + 1] - starts
         total = int(counts.sum())
-        z = None
+        held = None
         if total:
             take = np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(total)
             hit, row = np.unique(by_cell.indices[take], return_inverse=True)
-            col = np.repeat(np.arange(len(group.atoms)), counts)
-            z = sp.csr_matrix(
-                (by_cell.data[take], (row.ravel(), col)), shape=(len(hit), len(group.atoms))
-            )
-            largest = abs(z).max(axis=1).toarray().ravel()
-            residual = abs(z @ group.bt).max(axis=1).toarray().ravel()
-            z = abs(z[np.flatnonzero(residual <= np.maximum(found[hit], 1e-9 * largest))]).tocsr()
-            z.eliminate_zeros()
-            z = z if z.nnz else None
-        group.held = (self._rows, z)
-        return z
+            row = row.ravel()
+            # Row by row, atoms ascending within a row (the entries come atom by atom).
+            order = np.argsort(row, kind="stable")
+            row, data = row[order], by_cell.data[take][order]
+            col = np.repeat(np.arange(len(group.atoms)), counts)[order]
+            indptr = np.concatenate(([0], np.cumsum(np.bincount(row, minlength=len(hit)))))
+            largest = np.maximum.reduceat(np.abs(data), indptr[:-1])
+            moved = sp.csr_matrix((data, col, indptr), shape=(len(hit), len(group.atoms)))
+            residual = _row_max(abs(moved @ group.bt))
+            holds = residual <= np.maximum(found[hit], 1e-9 * largest)
+            keep = holds[row] & (data != 0)
+            if keep.any():
+                rows = (np.cumsum(holds) - 1)[row[keep]]
+                ptr = np.concatenate(
+                    ([0], np.cumsum(np.bincount(rows, minlength=int(holds.sum()))))
+                )
+                held = ptr, col[keep], np.abs(data[keep])
+        group.held = (self._rows, held)
+        return held
 
     def bound(self, group: _Group, cost: np.ndarray) -> np.ndarray:
         """Per atom of ``group``: a lower bound on its screen LP's value under costs
         ``cost`` from the deviations flushed that still hold there (zero where none
         does)."""
         out = np.zeros(len(group.atoms))
-        z = self._held(group)
-        if z is None:
+        held = self._held(group)
+        if held is None:
             return out
+        indptr, indices, data = held
+        n_rows = len(indptr) - 1
         # Per row, the largest scale its atoms' costs allow: the smallest cost_j / |z_j|
         # over the other atoms (the second smallest for the atom that has the smallest).
         c = np.where(np.isfinite(cost) & ~group.unknown, cost, np.inf)
-        ratio = c[z.indices] / z.data
-        row = np.repeat(np.arange(z.shape[0]), np.diff(z.indptr))
-        starts = z.indptr[:-1][np.diff(z.indptr) > 0]
-        first = np.full(z.shape[0], np.inf)
+        ratio = c[indices] / data
+        row = np.repeat(np.arange(n_rows), np.diff(indptr))
+        starts = indptr[:-1][np.diff(indptr) > 0]
+        first = np.full(n_rows, np.inf)
         first[row[starts]] = np.minimum.reduceat(ratio, starts)
         at_first = ratio == first[row]
-        ties = np.bincount(row, at_first, minlength=z.shape[0])
-        second = np.full(z.shape[0], np.inf)
+        ties = np.bincount(row, at_first, minlength=n_rows)
+        second = np.full(n_rows, np.inf)
         others = np.where(at_first, np.inf, ratio)
         second[row[starts]] = np.minimum.reduceat(others, starts)
         second = np.where(ties > 1, first, second)
         scale = np.where(at_first, second[row], first[row])
-        with np.errstate(invalid="ignore"):  # inf * 0 cannot occur: z.data > 0
-            np.maximum.at(out, z.indices, z.data * scale)
+        with np.errstate(invalid="ignore"):  # inf * 0 cannot occur: data > 0
+            np.maximum.at(out, indices, data * scale)
         return out
+
+
+def _row_max(m: sp.csr_matrix) -> np.ndarray:
+    """The largest entry of each row of ``m`` (0 for a row without entries)."""
+    out = np.zeros(m.shape[0])
+    filled = np.flatnonzero(np.diff(m.indptr) > 0)
+    if filled.size:
+        out[filled] = np.maximum(np.maximum.reduceat(m.data, m.indptr[filled]), 0.0)
+    return out
 
 
 def _drive(steps: list[_Steps], values: np.ndarray, source: UnionSource) -> list:
