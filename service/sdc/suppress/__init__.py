@@ -92,8 +92,9 @@ METHODS = ("fast", "exact", "partial")
 #: of the protection phase's time (see :func:`_search`).
 CLEAN_UP_PER_CANDIDATE = 5e-4
 #: Share of the time spent before it that the trim after the aggregation rounds gets, on
-#: top of CLEAN_UP_PER_CANDIDATE per candidate (see :func:`_search`).
+#: top of TRIM_PER_CANDIDATE seconds per candidate (see :func:`_search`).
 TRIM_SHARE = 0.25
+TRIM_PER_CANDIDATE = 2.5e-4
 __all__ = [
     "COST_KINDS",
     "METHODS",
@@ -275,9 +276,9 @@ def _search(problem, cost, forbidden, forced, method, start, end, budget, audit_
     candidates = int((protected & ~p.forced).sum())
     until = min(
         now + 0.5 * (p.deadline - now),
-        now + TRIM_SHARE * (now - origin) + CLEAN_UP_PER_CANDIDATE * candidates * clock.second,
+        now + TRIM_SHARE * (now - origin) + TRIM_PER_CANDIDATE * candidates * clock.second,
     )
-    y = trim(p, att, cheapest, protected, witness, proven, pool, until)
+    y = trim(p, att, cheapest, protected, witness, proven, pool, until, protected & ~y)
     if method == "fast":
         return done(y, status, message)
     # Exact: the incumbent is audited before the MIP, so a better pattern the MIP finds

@@ -585,7 +585,8 @@ def _repair(
         return None
     # Half of what is left to the trim: the next master needs the rest.
     now = highs.now()
-    return trim(p, att, cheapest, protected, witness, proven, pool, now + 0.5 * (until - now))
+    until = now + 0.5 * (until - now)
+    return trim(p, att, cheapest, protected, witness, proven, pool, until, protected & ~y)
 
 
 def _no_lonely_complements(p: SearchProblem) -> sp.csr_matrix:
