@@ -745,6 +745,17 @@ class _Work:
         atom_label = labels[n_s + n_r :]
         wanted = np.zeros(n_lab, bool)
         wanted[atom_label[self.table.relevant[self.atom_pos[shared_atoms]]]] = True
+        if n_lab == 1:
+            # One group (most of the trim's trials): already in order, nothing to permute.
+            if wanted[0] and n_r and n_s:
+                members = np.arange(n_s)
+                yield (
+                    members,
+                    lambda: _Group(
+                        self, members, active, b, ga, shared_atoms, (ga.T @ b.T).tocsr()
+                    ),
+                )
+            return
         # One permutation makes every group's relations, cells and atoms (an atom is in one
         # group: groups are joined through shared atoms) contiguous, in ascending order
         # within the group; each group's blocks are then slices of matrices made once.
