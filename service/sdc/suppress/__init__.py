@@ -93,7 +93,7 @@ METHODS = ("fast", "exact", "partial")
 CLEAN_UP_PER_CANDIDATE = 5e-4
 #: Share of the time spent before it that the trim after the aggregation rounds gets, on
 #: top of TRIM_PER_CANDIDATE seconds per candidate (see :func:`_search`).
-TRIM_SHARE = 0.25
+TRIM_SHARE = 0.4
 TRIM_PER_CANDIDATE = 2.5e-4
 __all__ = [
     "COST_KINDS",
