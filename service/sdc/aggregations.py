@@ -1216,7 +1216,11 @@ class _Group:
             if status != "optimal":
                 w.why.add(f"screen LP: {status}")
             elif np.isfinite(rho) and kept is not None:
-                kept.add(self, self.deviation * (1.0 - 1e-6))
+                # Not from a proof-only check (the trim's trials): the next check would
+                # restack the whole pool for them (Deviations.flush; at 10^6 cells about
+                # a million moves per trial); their atoms' proofs are remembered anyway.
+                if not w.proof_only:
+                    kept.add(self, self.deviation * (1.0 - 1e-6))
                 if kind == "plain":
                     kept.remember(self, k, kind, [anchor], self.deviation)
             return rho, mu, status == "optimal"
