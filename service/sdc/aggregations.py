@@ -1193,7 +1193,7 @@ class _Group:
         # Deviations of earlier checks still feasible here, and each atom's last proof:
         # either half of the split (a group's kept deviations are found once for every
         # rule and half, Deviations._held: on 100x100 hier the rounds' checks 0.72 ->
-        # 0.56 s with 624 fewer LPs).
+        # 0.56 s with 799 fewer LPs).
         kept = w.deviations
         by_omega = np.zeros(len(self.atoms))
         by_plain = np.zeros(len(self.atoms))
@@ -1569,7 +1569,12 @@ class Deviations:
     added cells' atoms unmoved still holds (8x6x5x4, seed 1: rounds 2 and 3 solved 86
     and 84 screen LPs of about 12 ms for nearly the same anchors; with the screen's kept
     deviations round 3 solved 2; 20x20x10, seed 1: with the search's deviations too,
-    round 2 solved 9 instead of 256)."""
+    round 2 solved 9 instead of 256).
+
+    Apart from the pool, each atom's last proof (:meth:`remember`, :meth:`recalled`): the
+    deviation of the screen LP that last bounded it, tested for that atom alone, which
+    costs far less than the pool's test; a check that only seeks proofs (the trim's
+    trials) adds to these and not to the pool."""
 
     def __init__(self, relations=None, source: UnionSource | None = None) -> None:
         # Rows over the table's cells (sparse, and column-major to find the rows through a
