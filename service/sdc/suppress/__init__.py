@@ -94,6 +94,7 @@ CLEAN_UP_PER_CANDIDATE = 5e-4
 #: Share of the time spent before it that the trim after the aggregation rounds gets, on
 #: top of TRIM_PER_CANDIDATE seconds per candidate (see :func:`_search`).
 TRIM_SHARE = 0.4
+#: Seconds the trim gets per candidate cell, on top of TRIM_SHARE (see :func:`_search`).
 TRIM_PER_CANDIDATE = 2.5e-4
 __all__ = [
     "COST_KINDS",
