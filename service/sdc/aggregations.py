@@ -406,12 +406,17 @@ def check_aggregations(
     deadline = highs.now() + time_limit if deadline is None else deadline
     values = np.asarray(values, dtype=float)
     suppressed = np.asarray(suppressed, dtype=bool)
-    derived = np.zeros_like(suppressed) if derived is None else np.asarray(derived, bool)
-    derived = derived & suppressed
+    # Without derived cells no full-length mask is made (the trim checks one group per
+    # trial; at 10^6 cells each pass over the masks costs about a millisecond).
+    if derived is None:
+        hidden, derived_cells = suppressed, np.zeros(0, np.int64)
+    else:
+        derived = np.asarray(derived, bool) & suppressed
+        hidden, derived_cells = suppressed & ~derived, np.flatnonzero(derived)
     work = _Work(
         _Table.of(relations, source),
         values,
-        suppressed & ~derived,
+        hidden,
         source,
         deadline,
         screen_only or proof_only,
@@ -446,7 +451,7 @@ def check_aggregations(
     batch: list[tuple[bytes | None, _Group]] = []
     # Only a check that publishes derived cells (the final audit) can have a group strictly
     # within a proven one: the rounds' patterns only grow.
-    cover = _Cover(work, proven, suppressed & ~derived) if proven and derived.any() else None
+    cover = _Cover(work, proven, hidden) if proven and derived_cells.size else None
     for members, build in work.groups():
         tag = work.cells[members].tobytes() if proven is not None else None
         if proven is not None and (
@@ -481,7 +486,7 @@ def check_aggregations(
     }
     return AggregationCheck(
         status,
-        np.flatnonzero(derived),
+        derived_cells,
         tuple(found),
         np.concatenate(undecided) if undecided else np.zeros(0, np.int64),
         groups,

@@ -438,10 +438,18 @@ def trim(
     if base.found or base.failing:
         return y
     keep[base.undecided] = True
+    # The hidden cells of each group, label by label, so that a trial's part is made
+    # from its group alone (a full-length comparison per trial cost about a millisecond
+    # at 10^6 cells).
+    hidden = np.flatnonzero(y)
+    by_label = np.argsort(group[hidden], kind="stable")
+    first = np.searchsorted(group[hidden][by_label], np.arange(group.max() + 2))
 
     def accept(trial: np.ndarray, j: int) -> bool:
         # Groups within the one ``j`` left, as it stands: removals only split groups.
-        part = trial & (group == group[j])
+        cells = hidden[by_label[first[group[j]] : first[group[j] + 1]]]
+        part = np.zeros(len(trial), bool)
+        part[cells] = trial[cells]
         check = check_pattern(
             p, part, proof_only=True, proven=proven, deviations=deviations, until=deadline
         )
