@@ -577,10 +577,10 @@ def test_patterns_after_swaps_pass_the_audit(data, three_d):
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data(), three_d=st.booleans())
 def test_patterns_proven_with_kept_deviations_pass_a_fresh_audit(data, three_d, monkeypatch):
-    """With every group using the kept deviations (the screen's own
-    and the search's complements and attacks bound its LPs), the fast method's pattern
-    passes an audit that proves every group afresh (the final audit inside ``suppress``
-    trusts the groups the rounds proved)."""
+    """With every group using the kept deviations (the screen's own and the search's
+    complements and attacks bound its LPs), the fast method's pattern passes an audit
+    that proves every group afresh (the final audit inside ``suppress`` trusts the groups
+    the rounds proved)."""
     from service.sdc import aggregations
 
     real = aggregations.Deviations.bound
