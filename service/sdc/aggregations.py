@@ -419,7 +419,7 @@ def check_aggregations(
         hidden,
         source,
         deadline,
-        screen_only or proof_only,
+        screen_only,
         deviations,
         proof_only,
     )
@@ -714,8 +714,8 @@ class _Work:
         self.deviations = deviations
         # Screen-only checks go on past a group's first sensitive aggregation: the others
         # the screen meets are kept too (_Group.more_found), so the fast method protects
-        # them in one round instead of one round each.
-        self.screen_only = screen_only
+        # them in one round instead of one round each. A proof-only check screens only.
+        self.screen_only = screen_only or proof_only
         self.cells = np.flatnonzero(hidden)
         self.table = t = table
         self.atoms, self.rules, self.forms, self.resp, self.arrays = (

@@ -164,6 +164,7 @@ def remove_superfluous(
     tried = removed = swapped = 0
     tried_cells = ~p.forced if keep is None else ~p.forced & ~keep
     candidates = np.flatnonzero(y & tried_cells)
+    by = p.cost if rank is None else rank
     log.info("%s: start, %d candidate cells", phase, len(candidates))
     cheapest.reset()
     # Swaps only where no aggregation rounds follow: those add back what the swaps save
@@ -173,7 +174,6 @@ def remove_superfluous(
         if swap:
             candidates = np.flatnonzero(y & tried_cells)
             log.info("%s: swaps, %d candidate cells", phase, len(candidates))
-        by = p.cost if rank is None else rank
         for j in candidates[np.argsort(-by[candidates], kind="stable")].tolist():
             if highs.now() > deadline:
                 break  # what is left is safe, only not as lean
