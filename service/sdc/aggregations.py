@@ -108,6 +108,12 @@ _TIE_RTOL = 1e-9
 # A MIP point of a strict rule must have S above this share of its magnitude (ties within
 # it are read as ties, as the rules read them, with room for the solver's tolerance).
 _MIP_FLOOR_RTOL = 1e-6
+# The screen weighs one-intruder partners in groups of at most this many atoms (a bound
+# on the pattern, so that a group's verdict does not depend on the LPs that led to it; a
+# bound on the partners tried per anchor made the final audit of 30x30 run the MIP on a
+# group the rounds had proven). 8x6x5x4's group of 441 atoms: 3.6 s in all; 20x20x10's
+# of about 700: 41 s of partner LPs in a 60 s search, for 10% less suppressed value.
+PARTNER_MAX_ATOMS = 500
 # Enumeration budget of the frequency rules' supports per group.
 _MAX_SUPPORTS = 2000
 # A group's decision as a generator: it yields batches of aggregations to judge and is
@@ -184,8 +190,11 @@ class AggregationCheck:
         support LPs of a frequency rule); MIPs solved.
     seconds : float
     message : str
-    failing : tuple of (int, int)
-        ``(rule, atom cell)`` the screen could not prove (with ``screen_only``).
+    failing : tuple of (int, int, tuple of int)
+        ``(rule, atom cell, partners)`` the screen could not prove (with
+        ``screen_only``): under a one-intruder rule, with the intruder's respondent in one
+        of the atoms ``partners``; ``()`` when not proven wherever it sits
+        (:meth:`Requirements.at`).
     """
 
     status: str
@@ -875,7 +884,7 @@ class _Group:
         self.held: tuple[Any, tuple | None] | None = None
         # What a screen-only check lists besides the verdict, kept per group so that
         # groups decided side by side (:func:`_drive`) list them in the groups' order.
-        self.failing: list[tuple[int, int]] = []
+        self.failing: list[tuple[int, int, tuple[int, ...]]] = []
         self.more_found: list[Aggregation] = []
         self.mip_solves = 0
 
@@ -1012,8 +1021,9 @@ class _Group:
     # -- the LP over aggregations: min sum cost |phi| s.t. phi = bt mu, phi_anchor = 1 ----
 
     def _model(self, kind: str, cost: np.ndarray):
-        """One HiGHS model per cost vector (``kind``): between anchors only bounds change,
-        so each solve starts from the last basis, still dual feasible."""
+        """One HiGHS model per kind of cost vector: between anchors only bounds change, so
+        each solve starts from the last basis, still dual feasible (the one-intruder
+        partners' LPs also change a cost or two: :meth:`_cheapest`)."""
         if kind not in self._lp:
             na, nr = self.bt.shape
             # [I, -I, -bt] column-wise, assembled directly (sp.hstack's checks cost more
@@ -1068,6 +1078,11 @@ class _Group:
         rounds' screen LPs took 14.1 s to optimality, 7.3 s stopped there)."""
         h, c, lower_was, upper_was, bound_was = self._model(kind, cost)
         na = len(self.atoms)
+        recost = np.flatnonzero(np.where(np.isfinite(cost), cost, 0.0) != c)
+        if recost.size:
+            c[recost] = np.where(np.isfinite(cost[recost]), cost[recost], 0.0)
+            both = np.concatenate([recost, na + recost]).astype(np.int32)
+            h.changeColsCost(len(both), both, np.concatenate([c[recost], c[recost]]))
         upper = np.where(allowed & ~self.unknown, np.inf, 0.0)
         upper = np.concatenate([upper, upper])
         lower = np.zeros(2 * na)
@@ -1096,6 +1111,18 @@ class _Group:
             h.setOptionValue("objective_bound", np.inf)
             bound_was[0] = np.inf
             outcome = highs.run(h, self.w.deadline)
+        if outcome in (Outcome.UNBOUNDED, Outcome.ERROR):
+            # Never right here (costs >= 0: the LP is bounded), but reported by HiGHS's
+            # primal simplex from another LP's basis (20x20x10: "unbounded" after two
+            # iterations, with zero costs on single-respondent atoms): once more cold,
+            # by the dual simplex.
+            _, strategy = h.getOptionValue("simplex_strategy")
+            h.clearSolver()
+            h.setOptionValue("simplex_strategy", highs.DUAL_SIMPLEX)
+            h.setOptionValue("objective_bound", np.inf)
+            bound_was[0] = np.inf
+            outcome = highs.run(h, self.w.deadline)
+            h.setOptionValue("simplex_strategy", strategy)
         if outcome is Outcome.INFEASIBLE:
             return np.inf, None, "optimal"
         if outcome is not Outcome.OPTIMAL:
@@ -1134,6 +1161,25 @@ class _Group:
         if z[anchor] > cost[anchor]:
             z = z * (cost[anchor] / z[anchor]) if z[anchor] > 0 else z * 0.0
         return z
+
+    def partner_bounds(
+        self, z: np.ndarray, omega: np.ndarray, anchor: int, under: np.ndarray
+    ) -> np.ndarray:
+        """Per partner atom ``j``: a lower bound on the anchor's partner LP (costs
+        ``omega_j`` at ``j``, plain elsewhere) from a deviation's moves ``z = |z|`` within
+        plain at every atom but the anchor, and ``under``, another's within omega there.
+        Any ``t z + s u`` (``t, s >= 0``, ``u`` signed to move the anchor the same way) is a
+        deviation that moves the anchor ``t z_a + s u_a``, and ``j`` at most ``t z_j + s
+        u_j`` (triangle inequality); with ``t + s <= 1`` every other atom stays within
+        plain, so it is dual feasible where ``j`` stays within ``omega_j`` (weak duality,
+        as :class:`Deviations`): ``t = 1, s = 0`` where ``z_j <= omega_j``, else the better
+        of ``z`` scaled down alone and the mix on that bound with ``t + s = 1``."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            over = z > omega
+            scaled = np.where(over, omega / z, 1.0) * z[anchor]
+            t = np.where(over, (omega - under) / (z - under), 1.0)
+        mixed = t * z[anchor] + (1.0 - t) * under[anchor]
+        return np.maximum(scaled, np.where(over & (under <= omega), mixed, scaled))
 
     # -- magnitude rules -------------------------------------------------------------
 
@@ -1214,9 +1260,15 @@ class _Group:
             (alone - by_omega < margins) & (measure - by_plain < margins)
         )
 
-        def lp(kind: str, cost: np.ndarray, anchor: int, model: str | None = None):
+        def lp(
+            kind: str,
+            cost: np.ndarray,
+            anchor: int,
+            model: str | None = None,
+            stop: float | None = None,
+        ):
             rho, mu, status = self._cheapest(
-                model or kind, cost, anchor, everywhere, enough[anchor]
+                model or kind, cost, anchor, everywhere, enough[anchor] if stop is None else stop
             )
             if status != "optimal":
                 w.why.add(f"screen LP: {status}")
@@ -1251,6 +1303,73 @@ class _Group:
                     kept.remember(self, k, "omega", anchors, self.deviation)
             return rho, mu, ok
 
+        # Under a one-intruder rule the first half of the split is decided exactly per
+        # partner: the intruder's respondent sits in one other atom j, which then costs
+        # omega_j, every other atom plain (no slot of theirs). omega everywhere bounds
+        # them all at once, and fails where the partners' LPs do not (60x60 hier, the
+        # points of exact's master: 153 of 156 atoms open, every one proven per partner).
+        single = len(form.b) == 2 and len(self.atoms) <= PARTNER_MAX_ATOMS
+
+        def partners(anchor: int, under: np.ndarray) -> list[tuple[int, np.ndarray | None]] | None:
+            """The partners ``j`` (group positions) whose LP does not prove the first half
+            for ``anchor``, with its multipliers: ``[]`` proves it; ``None``: an LP ended
+            without an optimum. Called right after the second half's LP proved the anchor: that
+            LP's deviation (every atom within plain) settles every partner it moves within
+            ``omega_j`` and, mixed with the omega LP's deviation ``under`` (``|z|``,
+            within omega at every atom), many others (:meth:`partner_bounds`). The rest
+            are tried as a set: the LP with omega on all of them proves each (a cost lower
+            at more atoms), else the set is halved, down to single partners; each LP's
+            deviation settles others as the first did, and a set the kept deviations
+            bound needs no LP. A proof-only check stops at the first partner not
+            proven. Not called where the second half's LP is infeasible: no aggregation
+            holds the anchor, nor does any under a partner's costs."""
+            level = alone[anchor] - margins[anchor]
+
+            def settle(z: np.ndarray) -> None:
+                settled[:] |= self.partner_bounds(z, omega, anchor, under) > level
+
+            settled = np.zeros(len(self.atoms), bool)
+            settled[anchor] = True
+            settle(np.abs(self.deviation) * (1.0 - 1e-6))
+            stop = level + 1e-6 * w.scale[k, self.pos[anchor]]
+            sets = [np.flatnonzero(~settled)]
+            failed: list[tuple[int, np.ndarray | None]] = []
+            # On the second half's model, from its basis, which is put back after: a
+            # set's costs differ from it at its atoms only (8x6x5x4: a partner's LP took
+            # 260 simplex iterations on a model of its own, from another anchor's basis,
+            # and 10 by the primal simplex from this one).
+            h = self._lp["plain"][0]
+            basis = h.getBasis()
+            h.setOptionValue("simplex_strategy", highs.WARM_PRIMAL["simplex_strategy"])
+            try:
+                while sets:
+                    part = sets.pop()
+                    part = part[~settled[part]]
+                    if not part.size:
+                        continue
+                    cost = plain.copy()
+                    cost[part] = omega[part]
+                    if kept is not None and kept.bound(self, cost)[anchor] > level:
+                        settled[part] = True
+                        continue
+                    rho, mu, ok = lp("partner", cost, anchor, "plain", stop=stop)
+                    if not ok:
+                        return None
+                    if alone[anchor] - rho < margins[anchor]:
+                        settled[part] = True
+                        settle(np.abs(self.deviation) * (1.0 - 1e-6))
+                    elif len(part) == 1:
+                        failed.append((int(part[0]), mu))
+                        if w.proof_only:
+                            break
+                    else:
+                        half = len(part) // 2
+                        sets += [part[half:], part[:half]]
+            finally:
+                h.setOptionValue("simplex_strategy", highs.DUAL_SIMPLEX)
+                h.setBasis(basis)
+            return failed
+
         # Split exactly: some attacker elsewhere (the anchor's own coefficient is then at
         # most S_i - b_m x^[m]), or all in the anchor's atom (no other atom holds one: each
         # costs -tau X_j). Only the second needs an LP; the first reuses the omega bound.
@@ -1268,15 +1387,28 @@ class _Group:
                     return undecided
                 if measure[anchor] - rho < margins[anchor]:
                     continue
+                under = np.abs(self.deviation) * (1.0 - 1e-6)
                 if judge and mu is not None and (witness := (yield from self._judge(mu, "screen"))):
                     return "sensitive", witness, "screen"
-                if alone[anchor] - rho < margins[anchor]:
+                first = alone[anchor] - rho < margins[anchor]
+                if first or single:
                     rho, mu, ok = lp("plain", plain, anchor)
                     if not ok:
                         return undecided
                     if measure[anchor] - rho < margins[anchor]:
-                        continue
-                    if (
+                        if first:
+                            continue
+                        failed = partners(anchor, under) if np.isfinite(rho) else []
+                        if failed is None:
+                            return undecided
+                        if not failed:
+                            continue
+                        for _, mu in failed if judge else ():
+                            if mu is not None and (
+                                witness := (yield from self._judge(mu, "screen"))
+                            ):
+                                return "sensitive", witness, "screen"
+                    elif (
                         judge
                         and mu is not None
                         and (witness := (yield from self._judge(mu, "screen")))
@@ -1289,7 +1421,8 @@ class _Group:
             return ("safe", None, "screen") if certified else None
 
         # Screen-only: phase by phase over all anchors.
-        open_: list[tuple[int, float, np.ndarray | None]] = []
+        # (anchor, rho, multipliers, |deviation|) of each omega LP that did not prove.
+        open_: list[tuple[int, float, np.ndarray | None, np.ndarray]] = []
         for anchor in np.flatnonzero(near).tolist():
             if proven[anchor] or plain_first(anchor):
                 continue
@@ -1297,32 +1430,40 @@ class _Group:
             if not ok:
                 return undecided
             if not measure[anchor] - rho < margins[anchor]:
-                open_.append((anchor, rho, mu))
+                open_.append((anchor, rho, mu, np.abs(self.deviation) * (1.0 - 1e-6)))
         met: dict[int, Aggregation] = {}
-        yield from self._judge_anchors(met, [(a, mu) for a, _, mu in open_ if mu is not None])
-        failing: set[int] = set()
+        yield from self._judge_anchors(met, [(a, mu) for a, _, mu, _ in open_ if mu is not None])
+        failing: dict[int, tuple[int, ...]] = {}  # anchor: partners not proven (): any
         second: list[tuple[int, np.ndarray]] = []
-        for anchor, rho, _ in open_:
+        for anchor, rho, _, under in open_:
             if anchor in met:
                 continue
-            if alone[anchor] - rho < margins[anchor]:
+            first = alone[anchor] - rho < margins[anchor]
+            if first or single:
                 rho, mu, ok = lp("plain", plain, anchor)
                 if not ok:
                     return undecided
                 if measure[anchor] - rho < margins[anchor]:
+                    if first:
+                        continue
+                    failed = partners(anchor, under) if np.isfinite(rho) else []
+                    if failed is None:
+                        return undecided
+                    if failed:
+                        failing[anchor] = _partner_cells(self.atoms, failed)
                     continue
                 if mu is not None:
                     second.append((anchor, mu))
-            failing.add(anchor)
+            failing[anchor] = ()
         yield from self._judge_anchors(met, second)
         if not met and not failing:
             return "safe", None, "screen"
         witnesses = []
-        for anchor, _, _ in open_:
+        for anchor, *_ in open_:
             if anchor in met:
                 witnesses.append(met[anchor])
             elif anchor in failing:
-                self.failing.append((k, int(self.atoms[anchor])))
+                self.failing.append((k, int(self.atoms[anchor]), failing[anchor]))
         if witnesses:
             # Two anchors may meet the same aggregation: each is kept once.
             distinct = {(a.cells.tobytes(), a.coefficients.tobytes()): a for a in witnesses}
@@ -1510,7 +1651,7 @@ class _Group:
             if witness is not None:
                 return "sensitive", witness
             if w.screen_only:
-                self.failing.append((k, int(self.atoms[anchor])))
+                self.failing.append((k, int(self.atoms[anchor]), ()))
                 undecided = True
                 continue
             # Supports with fewer than n respondents: the anchor, any zero atoms and a few
@@ -1792,6 +1933,11 @@ class Deviations:
         return out
 
 
+def _partner_cells(atoms: np.ndarray, failed: list[tuple[int, np.ndarray | None]]):
+    """The cells of the partners not proven (:meth:`_Group._magnitude_screen`), sorted."""
+    return tuple(sorted(int(atoms[j]) for j, _ in failed))
+
+
 def _row_max(m: sp.csr_matrix) -> np.ndarray:
     """The largest entry of each row of ``m`` (0 for a row without entries)."""
     out = np.zeros(m.shape[0])
@@ -1909,13 +2055,22 @@ class Requirements:
         atoms = aggregation.atoms
         return self.at(k, int(atoms[np.argmax(self.measure[k, atoms])]))
 
-    def at(self, k: int, anchor: int) -> list[Requirement]:
+    def at(self, k: int, anchor: int, partners: tuple[int, ...] = ()) -> list[Requirement]:
         """The deviations the screen needs for ``anchor`` under rule ``k``, each strictly
-        beyond its level."""
+        beyond its level; with ``partners`` (atoms, under a one-intruder rule: the check's
+        ``failing``), only the one that proves the intruder's respondent in any of them:
+        the anchor beyond ``S_i - b_2 x_i^[2]`` with the partners within ``omega``, every
+        other atom within ``-tau X_j`` (one complement for them all, stronger than each
+        partner's own)."""
 
         def beyond(level: float) -> float:
             return level + max(1e-6 * abs(level), 1e3 * self.tie[k, anchor], 1e-9)
 
+        if partners:
+            room = self.room_plain[k].copy()
+            room[list(partners)] = self.room_alone[k, list(partners)]
+            room[anchor] = np.inf
+            return [Requirement(anchor, beyond(self.alone[k, anchor]), room)]
         out = []
         if self.frequency[k]:
             room = self.room_alone[k].copy()

@@ -303,5 +303,5 @@ def _search(problem, cost, forbidden, forced, method, start, end, budget, audit_
             "time limit reached before the MIP could start; the fast method's pattern is returned",
             known=known,
         )
-    y, status, message, lower_bound, iters = exact(p, att, cheapest, y)
+    y, status, message, lower_bound, iters = exact(p, att, cheapest, y, proven=proven)
     return done(y, status, message, known=known)

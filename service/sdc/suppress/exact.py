@@ -252,18 +252,23 @@ def exact(
     cheapest: Cheapest,
     incumbent: np.ndarray,
     polishing: bool = False,
+    proven: set | None = None,
 ):
     """Fischetti-Salazar branch-and-cut by root cutting planes and iterated MIP solves.
 
     ``incumbent`` must be safe (intervals and unions): its cost bounds each MIP's
     objective (a cutoff just below it), and a MIP that proves nothing lies below the
-    cutoff proves the incumbent optimal. Without contributions it is first polished
-    (:func:`_polished`); ``polishing``: this run is that polish. Returns (pattern,
-    status, message, lower bound, master solves).
+    cutoff proves the incumbent optimal. ``proven``: the groups of suppressed cells the
+    screen proved safe so far (:func:`service.sdc.aggregations.check_aggregations`),
+    added to here and read by the final audit, which then does not decide again a
+    group the search proved (the repairs' groups, as the warm start's). Without
+    contributions it is first polished (:func:`_polished`); ``polishing``: this run is
+    that polish. Returns (pattern, status, message, lower bound, master solves).
     """
     if not polishing and p.table.unions is None and highs.now() < p.deadline:
         now = highs.now()
         incumbent = _polished(p, incumbent, now + POLISH_SHARE * (p.deadline - now))
+    proven = set() if proven is None else proven
     master = _Master(p)
     best = incumbent.copy()
     best_cost = float(p.cost @ best)
@@ -349,7 +354,7 @@ def exact(
         y0 = start()
         if y0 is not None and highs.now() < p.deadline:
             now = highs.now()
-            improve(_repair(p, att, cheapest, y0, now + share * (p.deadline - now)))
+            improve(_repair(p, att, cheapest, y0, now + share * (p.deadline - now), proven))
     gap = ROUND_GAP
     while True:
         if lower >= best_cost * (1 - FINAL_GAP):
@@ -400,10 +405,10 @@ def exact(
             # Out of time with nothing better than the incumbent, or the MIP's point is the
             # incumbent itself (within the gap): the loop's checks decide. The incumbent
             # is called optimal only on the MIP's own bound, never on its point alone.
-            proven = np.isfinite(dual) and dual >= best_cost * (1 - MIP_BOUND_RTOL)
+            bound_proves = np.isfinite(dual) and dual >= best_cost * (1 - MIP_BOUND_RTOL)
             if outcome is Outcome.OPTIMAL and y is not None and gap > FINAL_GAP:
                 gap = FINAL_GAP
-            elif outcome is Outcome.OPTIMAL and proven:
+            elif outcome is Outcome.OPTIMAL and bound_proves:
                 bound(best_cost)
                 settled = True
             elif outcome is Outcome.OPTIMAL:
@@ -430,12 +435,16 @@ def exact(
             # full check's MIPs, run to prove the atoms the screen leaves open on a point
             # that is cut off anyway, took 28 of 60 s on 60x60 hierarchical. Not started
             # past the deadline (building the check takes 0.25 s on 100x100 hier).
-            check = check_pattern(p, y, screen_only=True) if highs.now() < p.deadline else None
+            check = (
+                check_pattern(p, y, screen_only=True, proven=proven)
+                if highs.now() < p.deadline
+                else None
+            )
             if check is not None and check.status == "sensitive":
                 for idx, coef, rhs in _aggregation_no_goods(p, y, check):
                     master.add(idx, coef, rhs)
             log.info("exact: point's aggregations checked")
-            improve(_repair(p, att, cheapest, y, _share(p.deadline), master))
+            improve(_repair(p, att, cheapest, y, _share(p.deadline), proven, master))
             x, relaxed, rounds = _cutting(master, att, p, max_rounds=5)
             solves += rounds
             bound(relaxed)
@@ -447,9 +456,9 @@ def exact(
         # atoms the screen leaves open ran to the deadline (60x60 hier: 24 s). Only what
         # the screen neither proves nor refutes goes to the full check, time-boxed like a
         # repair; a point it leaves undecided is set aside below.
-        check = check_pattern(p, y, screen_only=True)
+        check = check_pattern(p, y, screen_only=True, proven=proven)
         if check is not None and check.status not in ("safe", "sensitive"):
-            check = check_pattern(p, y, until=_share(p.deadline))
+            check = check_pattern(p, y, until=_share(p.deadline), proven=proven)
         if check is not None and check.status == "undecided":
             # Not proven safe, whatever left it undecided (a limit of the check, a group
             # it cannot decide): set aside by a no-good on this very pattern, its cost
@@ -458,13 +467,13 @@ def exact(
             log.info("exact: point's aggregations undecided: %s", check.message)
             undecided = min(undecided, float(p.cost @ y))
             master.add(*_pattern_no_good(p, y))
-            protected, _ = protect_aggregations(p, y, cheapest)
+            protected, _ = protect_aggregations(p, y, cheapest, proven=proven)
             improve(protected)
             continue
         if check is not None and check.status == "sensitive":
             for idx, coef, rhs in _aggregation_no_goods(p, y, check):
                 master.add(idx, coef, rhs)
-            protected, _ = protect_aggregations(p, y, cheapest)
+            protected, _ = protect_aggregations(p, y, cheapest, proven=proven)
             improve(protected)
             continue
         # Safe: the new incumbent; proven optimal when the MIP was solved to the end.
@@ -537,12 +546,14 @@ def _repair(
     cheapest: Cheapest,
     y: np.ndarray,
     until: float,
+    proven: set | None = None,
     master: _Master | None = None,
 ) -> np.ndarray | None:
     """A pattern with every requirement met, made from ``y`` by the fast method's steps
     (seed 003 B.2.b; :mod:`service.sdc.suppress.fast`): a requirement ``y`` misses gets
     the cheapest complementary set (cells of ``y`` nearly free), then the clean-up and the
-    protection of aggregations. ``None`` when the time runs out first.
+    protection of aggregations. ``None`` when the time runs out first. ``proven`` as in
+    :func:`exact`.
 
     With ``master``, each requirement missed on the way gets its capacity cut at the
     pattern as it stands (valid at every pattern, module :mod:`service.sdc.suppress`):
@@ -579,7 +590,7 @@ def _repair(
         witness.append(found)
     y = remove_superfluous(p, att, cheapest, y, witness, until)
     pool = Deviations(p.table.structure, p.table.unions)
-    proven: set = set()
+    proven = set() if proven is None else proven
     protected, _ = protect_aggregations(p, y, cheapest, proven=proven, deviations=pool)
     if protected is None:
         return None

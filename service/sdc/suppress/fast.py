@@ -337,7 +337,7 @@ def protect_aggregations(
         # up front, which held requirements x cells floats (issue 16 part 3: 1,411 x 59,049,
         # about 0.6 GiB, in round 1 on a 220x220 table with 2-level hierarchies).
         anchors = [functools.partial(needs.of, found) for found in check.found]
-        anchors += [functools.partial(needs.at, k, a) for k, a in dict.fromkeys(check.failing)]
+        anchors += [functools.partial(needs.at, *failed) for failed in dict.fromkeys(check.failing)]
         log.info(
             "aggregations: round %d, %d groups with a sensitive cell, %d proven, "
             "%d sensitive, %d cells the screen did not prove, %d cells to protect, %.1f s check",
@@ -345,7 +345,7 @@ def protect_aggregations(
             check.groups,
             check.screened,
             len(check.found),
-            len(set(check.failing)),
+            len({failed[:2] for failed in check.failing}),
             len(anchors),
             check.seconds,
         )

@@ -432,7 +432,7 @@ def _solve(problem, cost, forbidden, forced, start, end, budget) -> PartialResul
             status, message = "time_limit", "time limit reached checking aggregations"
             break
         new = [r for found in check.found for r in needs.of(found)]
-        new += [r for kk, a in dict.fromkeys(check.failing) for r in needs.at(kk, a)]
+        new += [r for failed in dict.fromkeys(check.failing) for r in needs.at(*failed)]
         if not new:
             break
         if exact:
