@@ -259,7 +259,7 @@ def _without_screen(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(aggregations._Group, "_magnitude_screen", no_screen)
 
 
-def _partner_lps(mp: pytest.MonkeyPatch) -> list[int]:
+def _weighed_anchors(mp: pytest.MonkeyPatch) -> list[int]:
     """Record the anchors whose one-intruder partners the screen weighs (their bounds
     from the deviations; the list fills as the check runs)."""
     anchors: list[int] = []
@@ -287,7 +287,7 @@ def test_partners_prove_a_group_omega_leaves_open():
     }
     case = Case(grid(["A", "B"], ["I", "II", "III"]), leaves, PPercent(20.0))
     with pytest.MonkeyPatch.context() as mp:
-        partners = _partner_lps(mp)
+        partners = _weighed_anchors(mp)
         result = case.check(case.t.is_leaf.copy())
     assert result.status == "safe" and result.mip_solves == 0 and result.screened == 1
     assert partners
@@ -492,7 +492,7 @@ def test_one_intruder_screen_agrees_with_the_mip(data, table):
     suppressed = sens.copy()
     suppressed[extra] = True
     with pytest.MonkeyPatch.context() as mp:
-        partners = _partner_lps(mp)
+        partners = _weighed_anchors(mp)
         screened = case.check(suppressed)
     assume(screened.status in ("safe", "sensitive") and screened.mip_solves == 0)
     with pytest.MonkeyPatch.context() as mp:

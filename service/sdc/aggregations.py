@@ -43,7 +43,12 @@ What this module decides, per connected group of suppressed cells and per rule:
      cases are split exactly: some attacker sits elsewhere (then ``d_i <= S_i - b_m
      x_i^[m]``, and ``rho_i`` as before), or all sit in ``i``'s atom (then every other atom
      has ``d_j = tau X_j``: the LP with costs ``-tau X_j``). Both proven proves ``i``; all
-     sensitive atoms proven proves the group. It applies when no respondent spans two
+     sensitive atoms proven proves the group. Under a one-intruder rule (two slots) the
+     first case is decided exactly where ``omega`` everywhere does not prove it: the
+     intruder's respondent sits in one *partner* atom ``j``, which costs ``omega_j`` while
+     every other atom costs ``-tau X_j``; one LP per partner, most settled by deviations
+     already found (:meth:`_Group.partner_bounds`), in groups of at most
+     :data:`PARTNER_MAX_ATOMS` atoms. It applies when no respondent spans two
      atoms of the group; the LP's multipliers ``mu`` are kept as a witness. The dual
      simplex stops as soon as its dual bound proves the anchor (``rho_i > S_i``), its row
      prices checked to be a deviation: only an anchor not proven needs the optimum.
