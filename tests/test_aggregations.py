@@ -249,6 +249,40 @@ def test_holding_across_cells_is_one_respondent():
     assert result.status == "sensitive"
 
 
+def test_respondents_pool_by_holding_whatever_the_ids():
+    """The atoms' respondents (seed 000, Holdings) are the same with respondent ids near
+    2^31: cells times ids once overflowed in scipy's 32-bit indices."""
+    leaves = {
+        (r, c): [100.0 + 10 * i + j, 20.0, 5.0]
+        for i, r in enumerate("ABC")
+        for j, c in enumerate(["I", "II", "III"])
+    }
+    t = grid(list("ABC"), ["I", "II", "III"])
+
+    def pooled(first: int, shuffle: bool = False):
+        ids = {k: [first + n, None, None] for n, k in enumerate(leaves)}
+        ids[("C", "III")] = [first, None, None]  # one holding in A,I and C,III
+        case = Case(t, leaves, PPercent(20.0), holdings=ids)
+        source = case.source
+        if shuffle:  # contributions in no cell order: read through a kept permutation
+            c = case.c
+            p = np.random.default_rng(0).permutation(len(c.cell))
+            source = UnionSource(
+                case.m,
+                case.ruleset,
+                contributions=Contributions(c.cell[p], c.value[p], c.holding[p]),
+            )
+            assert source.by_cell[0] is not None
+        resp = aggregations._respondents(source, np.flatnonzero(t.is_leaf))
+        return sorted(zip(resp.cell.tolist(), resp.amount.tolist())), len(set(resp.rid))
+
+    small = pooled(7)
+    assert (0, 100.0) in small[0] and len(small[0]) == 9 * 3
+    assert small[1] == 9 * 3 - 1  # A,I and C,III share their largest respondent
+    assert pooled(2_000_000_000) == small
+    assert pooled(7, shuffle=True) == small
+
+
 def _without_screen(mp: pytest.MonkeyPatch) -> None:
     """Leave every magnitude rule's group to the explicit aggregations and the MIP."""
 

@@ -103,7 +103,7 @@ from scipy.sparse.csgraph import connected_components
 from . import highs
 from . import rules as rules_mod
 from .highs import Outcome
-from .unions import UnionSource, Verdict, judge
+from .unions import UnionSource, Verdict, judge, spread
 
 # A cell whose measure is within this share of its scale below 0 is handled as possibly
 # sensitive (sign binaries), which keeps the MIP's coefficient bounds moderate.
@@ -279,8 +279,6 @@ def _respondents(source: UnionSource, cells: np.ndarray) -> _Respondents:
     their largest amounts as respondents of their own."""
     m = source.cells
     n = len(cells)
-    local = np.full(m.n_cells, -1, dtype=np.int64)
-    local[cells] = np.arange(n)
     parts_cell, parts_id, parts_amt = [], [], []
     raw = np.zeros(n, bool)
     c = source.contributions
@@ -288,8 +286,11 @@ def _respondents(source: UnionSource, cells: np.ndarray) -> _Respondents:
     # Under sampling weights the rules read weighted magnitudes (seed 000, Sampling
     # weights), which only the summaries carry consistently with the cell totals.
     if c is not None and c.weight is None:
-        keep = local[c.cell] >= 0
-        cc = local[c.cell[keep]]
+        # Only these cells' contributions are read (not a mask over all of them: 60
+        # million at 10^6 cells with margins).
+        select = sp.csr_matrix((np.ones(n), cells, np.arange(n + 1)), shape=(n, m.n_cells))
+        pos, _, keep = spread(select, source)
+        cc = pos.astype(np.int64)  # scipy's int32 indices would overflow ``cc * radix``
         value = np.asarray(c.value, dtype=float)[keep]
         if source.ruleset.negative.mode == "shift":
             value = value + source.ruleset.negative.shift
