@@ -18,6 +18,20 @@ def test_cells_are_independent_and_ordered():
     np.testing.assert_array_equal(m.empty, [False, False, True])
 
 
+def test_contributions_in_cell_order_keep_each_row_and_the_order_within_a_cell():
+    c = magnitudes.Contributions(
+        np.array([1, 0, 1, 1, 0]),
+        np.array([5.0, 7.0, 9.0, 1.0, 3.0]),
+        holding=np.array([10, 11, 12, 13, 14]),
+    )
+    assert not c.is_in_cell_order
+    s = c.in_cell_order()
+    np.testing.assert_array_equal(s.cell, [0, 0, 1, 1, 1])
+    np.testing.assert_array_equal(s.value, [7, 3, 5, 9, 1])
+    np.testing.assert_array_equal(s.holding, [11, 14, 10, 12, 13])
+    assert s.weight is None and s.is_in_cell_order and s.in_cell_order() is s
+
+
 def test_holdings_are_summed_within_a_cell_only():
     # Holding 0 contributes 60 + 30 to cell 0 and 5 to cell 1: 90 in cell 0, 5 in cell 1.
     cell = np.array([0, 0, 0, 1, 1])

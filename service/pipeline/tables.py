@@ -268,6 +268,8 @@ def table_inputs(
         m, known, contributions = _pooled_margins(
             space, cells, where, m, known, contributions, ruleset, max_entries
         )
+    if contributions is not None:
+        contributions = contributions.in_cell_order()
     values = _values(space, cells, where, m, known)
     lower = _bounds(cells, where, n, "lower_bound", 0.0)
     upper = _bounds(cells, where, n, "upper_bound", np.inf)

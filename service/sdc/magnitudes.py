@@ -101,6 +101,29 @@ class Contributions:
         """The same contributions with cell ``i`` renamed ``cell_index[i]``."""
         return dataclasses.replace(self, cell=np.asarray(cell_index)[self.cell])
 
+    @property
+    def is_in_cell_order(self) -> bool:
+        cell = np.asarray(self.cell)
+        return bool((cell[1:] >= cell[:-1]).all())
+
+    def in_cell_order(self) -> Contributions:
+        """The same contributions sorted by cell (stable), ``self`` if they already are:
+        readers by cell then need no permutation of their own (``UnionSource.by_cell``)."""
+        if self.is_in_cell_order:
+            return self
+        cell = np.asarray(self.cell)
+        order = np.argsort(cell, kind="stable")
+        pick = lambda a: None if a is None else np.asarray(a)[order]
+        return dataclasses.replace(
+            self,
+            cell=cell[order],
+            value=np.asarray(self.value)[order],
+            holding=pick(self.holding),
+            weight=pick(self.weight),
+            waiver=pick(self.waiver),
+            request=pick(self.request),
+        )
+
 
 @dataclass(frozen=True)
 class Magnitudes:

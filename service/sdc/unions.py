@@ -317,7 +317,7 @@ class UnionSource:
         margins it would be 60 million indices, 0.5 GiB)."""
         c = self.contributions
         cell = np.zeros(0, np.int64) if c is None else np.asarray(c.cell)
-        order = None if bool((cell[1:] >= cell[:-1]).all()) else np.argsort(cell, kind="stable")
+        order = None if c is None or c.is_in_cell_order else np.argsort(cell, kind="stable")
         sizes = np.bincount(cell, minlength=self.cells.n_cells)
         return order, sizes, np.concatenate(([0], np.cumsum(sizes)[:-1]))
 
