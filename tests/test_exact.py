@@ -116,6 +116,29 @@ def test_exact_with_a_generous_budget_is_no_worse_than_fast():
     assert exact.lower_bound <= exact.objective + 1e-6
 
 
+def test_exact_keeps_a_twentieth_of_the_time_limit_for_its_final_audit(monkeypatch):
+    """The MIP searches until EXACT_AUDIT_SHARE of the time limit is left (twice the first
+    audit's time if longer: a 10x10 table's audit takes milliseconds), not the quarter
+    that the fast method keeps; its final audit re-proves little."""
+    import service.sdc.suppress as suppression
+
+    deadlines = []
+    search = suppression.exact
+
+    def recording(p, *args, **kw):
+        deadlines.append(p.deadline)
+        return search(p, *args, **kw)
+
+    monkeypatch.setattr(suppression, "exact", recording)
+    inst = instance("10x10", 1)
+    begun = highs.clock().now()
+    r = suppress(inst.problem, cost=inst.cost, method="exact", time_limit=20.0)
+    assert r.safe and len(deadlines) == 1
+    assert begun + 20.0 - deadlines[0] == pytest.approx(
+        20.0 * suppression.EXACT_AUDIT_SHARE, abs=0.2
+    )
+
+
 def test_exposed_relations_hold_for_the_audited_patterns(table):
     """The rows of :func:`_exposed_relations` are valid: the audited patterns of both
     methods suppress another cell in each such relation."""
