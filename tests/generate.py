@@ -42,6 +42,7 @@ import numpy as np
 from service.sdc import magnitudes
 from service.sdc.magnitudes import Contributions
 from service.sdc.table import Hierarchy, Table
+from service.sdc.unions import expand
 
 DISTRIBUTIONS = ("lognormal", "pareto")
 
@@ -197,23 +198,26 @@ def generate(
         other = start + np.floor(rng.random(u) * (stop - start)).astype(np.int64)
         holding = np.where(move, holding[other], holding)
 
-    # Each contribution goes to its leaf and to every margin above it: the column of the
-    # aggregation matrix M (cells x leaves) of its leaf.
-    agg = table.aggregation.tocsc()
-    per = np.diff(agg.indptr)[leaf_of]
-    src = np.repeat(np.arange(u), per)
-    offset = np.arange(per.sum()) - np.repeat(np.cumsum(per) - per, per)
-    cell = agg.indices[agg.indptr[leaf_of][src] + offset].astype(np.int64)
-    order = np.lexsort((src, cell))
-    contributions = Contributions(
-        cell=cell[order], value=amount[src][order], holding=holding[src][order]
-    )
+    # Each contribution goes to its leaf and to every margin above it: for each cell of
+    # the aggregation matrix M (cells x leaves), in cell order, the contributions of its
+    # leaves in leaf order (read straight from M's rows: at 10^6 cells, sorting 60 million
+    # copies took the generator's peak to 7.7 GiB).
+    agg = table.aggregation.tocsr()
+    agg.sort_indices()
+    per_leaf = np.bincount(leaf_of, minlength=n_leaves)
+    rows, _, src = expand(agg, np.cumsum(per_leaf) - per_leaf, per_leaf)
+    cell = rows.astype(np.int64)
+    del rows
+    contributions = Contributions(cell=cell, value=amount[src], holding=holding[src])
+    del src
 
-    values = np.bincount(contributions.cell, weights=contributions.value, minlength=table.n_cells)
-    pairs = np.unique(contributions.cell * (holding.max(initial=0) + 1) + contributions.holding)
-    counts = np.bincount(pairs // (holding.max(initial=0) + 1), minlength=table.n_cells).astype(
-        float
-    )
+    values = np.bincount(cell, weights=contributions.value, minlength=table.n_cells)
+    if shared_share > 0:
+        radix = int(holding.max(initial=0)) + 1
+        pairs = np.unique(cell * radix + contributions.holding)
+        counts = np.bincount(pairs // radix, minlength=table.n_cells).astype(float)
+    else:  # every contribution its own respondent
+        counts = np.bincount(cell, minlength=table.n_cells).astype(float)
     return GeneratedTable(
         table, contributions, values, counts, leaves[leaf_of], amount, holding, seed
     )

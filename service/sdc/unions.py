@@ -220,7 +220,7 @@ def judge(lam: sp.csr_matrix, values, source: UnionSource) -> Verdict:
     return Verdict(value, checked, fired, sensitivity)
 
 
-def _expand(weight: sp.csr_matrix, starts: np.ndarray, sizes: np.ndarray):
+def expand(weight: sp.csr_matrix, starts: np.ndarray, sizes: np.ndarray):
     """For every nonzero ``(k, i)`` of ``weight``, the items ``starts[i] .. +sizes[i]``:
     returns (aggregation of each item, weight of each item, item index)."""
     coo = weight.tocoo()
@@ -235,7 +235,7 @@ def spread(weight: sp.csr_matrix, source: UnionSource):
     of ``weight`` and every contribution of cell ``i``, ``(k, weight[k, i], its index in
     source.contributions)``."""
     order, sizes, starts = source.by_cell
-    agg, w, item = _expand(weight, starts, sizes)
+    agg, w, item = expand(weight, starts, sizes)
     return agg, w, item if order is None else order[item]
 
 
@@ -265,7 +265,7 @@ def _union_of_magnitudes(weight: sp.csr_matrix, m: Magnitudes) -> Magnitudes:
     """Magnitudes of each aggregation from its members' magnitudes, respondents of
     different cells taken as distinct (module docstring)."""
     n_agg, depth = weight.shape[0], m.depth
-    agg, w, cell = _expand(weight, np.arange(weight.shape[1]), np.ones(weight.shape[1], int))
+    agg, w, cell = expand(weight, np.arange(weight.shape[1]), np.ones(weight.shape[1], int))
     amounts = (m.largest[cell] * w[:, None]).ravel()
     owner = np.repeat(agg, depth)
     order = np.lexsort((-amounts, owner))
