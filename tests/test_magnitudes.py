@@ -1,7 +1,11 @@
 """Contributions to ordered magnitudes, on hand-checked cells."""
 
+import dataclasses
+
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from service.sdc import magnitudes
 from service.sdc.errors import InputError
@@ -183,3 +187,42 @@ def test_all_zero_summaries_ignore_a_shift_sent_with_another_mode():
         total, count, largest, depth=1, negative=magnitudes.NegativePolicy("shift", shift=5.0)
     )
     assert shifted.all_zero.tolist() == [True, False]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    data=st.data(),
+    n_cells=st.integers(1, 12),
+    block=st.integers(1, 6),
+    mode=st.sampled_from(["absolute", "shift"]),
+)
+def test_blocks_of_cells_give_the_same_magnitudes_to_the_bit(data, n_cells, block, mode):
+    """Contributions in cell order are ordered block of cells by block (BLOCK at 10^6
+    cells): every quantity is the one computed at once."""
+    u = data.draw(st.integers(0, 40))
+    cell = np.sort(
+        np.array(
+            data.draw(st.lists(st.integers(0, n_cells - 1), min_size=u, max_size=u)), dtype=np.int64
+        )
+    )
+    value = np.array(data.draw(st.lists(st.integers(-5, 50), min_size=u, max_size=u)), float)
+    holding = np.array(data.draw(st.lists(st.integers(-1, 4), min_size=u, max_size=u)), np.int64)
+    waiver = np.array(data.draw(st.lists(st.booleans(), min_size=u, max_size=u)), bool)
+    request = np.array(data.draw(st.lists(st.booleans(), min_size=u, max_size=u)), bool)
+    kw = dict(holding=holding, waiver=waiver, request=request, depth=3)
+    kw["negative"] = NegativePolicy(mode, shift=10.0 if mode == "shift" else None)
+    whole = magnitudes.from_contributions(n_cells, cell, value, **kw)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(magnitudes, "BLOCK", block)
+        blocked = magnitudes.from_contributions(n_cells, cell, value, **kw)
+    for f in dataclasses.fields(magnitudes.Magnitudes):
+        np.testing.assert_array_equal(getattr(blocked, f.name), getattr(whole, f.name), f.name)
+
+
+def test_an_error_in_a_later_block_names_its_cell(monkeypatch):
+    monkeypatch.setattr(magnitudes, "BLOCK", 2)
+    cell = np.array([0, 0, 1, 2, 3, 3, 4])
+    value = np.array([1.0, 2.0, 3.0, 4.0, 5.0, -20.0, 6.0])
+    with pytest.raises(InputError) as err:
+        magnitudes.from_contributions(5, cell, value, negative=NegativePolicy("shift", shift=10.0))
+    assert err.value.cell == 3

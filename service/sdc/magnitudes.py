@@ -327,8 +327,50 @@ def from_contributions(
         return _weighted(
             n_cells, cell, value, weight, weights_mode, depth, negative, refuse_negative
         )
-    return _unweighted(
+    return _in_blocks(
         n_cells, cell, value, holding, waiver, request, depth, negative, refuse_negative
+    )
+
+
+#: Contributions that :func:`_in_blocks` orders at a time, at least (pooling holdings and
+#: sorting all 60 million contributions of 10^6 cells with margins at once took about 4
+#: GiB of temporaries).
+BLOCK = 1 << 22
+
+
+def _in_blocks(n_cells, cell, value, holding, waiver, request, *rest) -> Magnitudes:
+    """:func:`_unweighted` block of cells by block of cells where the contributions are
+    in cell order and many: every quantity is per cell, and a cell's contributions are
+    read in the same order, so the result is the same to the bit."""
+    if cell.size <= BLOCK or not bool((cell[1:] >= cell[:-1]).all()):
+        return _unweighted(n_cells, cell, value, holding, waiver, request, *rest)
+    # Block k: cells [first[k], first[k + 1]), contributions [start[k], start[k + 1]).
+    first = np.unique(np.concatenate([[0], cell[BLOCK::BLOCK], [n_cells]]))
+    start = np.searchsorted(cell, first)
+    pick = lambda a, lo, hi: None if a is None else np.asarray(a)[lo:hi]
+    parts = []
+    for c0, c1, lo, hi in zip(first[:-1], first[1:], start[:-1], start[1:]):
+        try:
+            parts.append(
+                _unweighted(
+                    int(c1 - c0),
+                    cell[lo:hi] - c0,
+                    value[lo:hi],
+                    pick(holding, lo, hi),
+                    pick(waiver, lo, hi),
+                    pick(request, lo, hi),
+                    *rest,
+                )
+            )
+        except InputError as error:
+            if error.cell is not None:
+                error.cell += int(c0)
+            raise
+    return Magnitudes(
+        **{
+            f.name: np.concatenate([getattr(m, f.name) for m in parts])
+            for f in dataclasses.fields(Magnitudes)
+        }
     )
 
 
