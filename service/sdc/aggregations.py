@@ -894,6 +894,13 @@ class _Group:
         self.more_found: list[Aggregation] = []
         self.mip_solves = 0
 
+    @cached_property
+    def imbalance(self) -> sp.csr_matrix:
+        """``bt`` transposed (relations x atoms): ``imbalance @ z`` is how far a
+        deviation ``z`` leaves each relation unbalanced (kept: scipy builds a new matrix
+        per ``.T``, a thousand times per trim on 100x100 hier)."""
+        return self.bt.T.tocsr()
+
     # -- which rules can fire ------------------------------------------------------------
 
     def decide(self):
@@ -1026,24 +1033,28 @@ class _Group:
 
     # -- the LP over aggregations: min sum cost |phi| s.t. phi = bt mu, phi_anchor = 1 ----
 
+    @cached_property
+    def _lp_matrix(self) -> sp.csc_matrix:
+        """``[I, -I, -bt]``, the constraint matrix of every kind's model, assembled
+        column-wise directly (sp.hstack's checks cost more than the LP on small groups)."""
+        na, nr = self.bt.shape
+        btc = sp.csc_matrix(self.bt)
+        btc.sort_indices()
+        return sp.csc_matrix(
+            (
+                np.concatenate([np.ones(na), -np.ones(na), -btc.data]),
+                np.concatenate([np.arange(na), np.arange(na), btc.indices]),
+                np.concatenate([np.arange(2 * na), 2 * na + btc.indptr]),
+            ),
+            shape=(na, 2 * na + nr),
+        )
+
     def _model(self, kind: str, cost: np.ndarray):
         """One HiGHS model per kind of cost vector: between anchors only bounds change, so
         each solve starts from the last basis, still dual feasible (the one-intruder
         partners' LPs also change a cost or two: :meth:`_cheapest`)."""
         if kind not in self._lp:
             na, nr = self.bt.shape
-            # [I, -I, -bt] column-wise, assembled directly (sp.hstack's checks cost more
-            # than the LP on small groups).
-            btc = sp.csc_matrix(self.bt)
-            btc.sort_indices()
-            a_all = sp.csc_matrix(
-                (
-                    np.concatenate([np.ones(na), -np.ones(na), -btc.data]),
-                    np.concatenate([np.arange(na), np.arange(na), btc.indices]),
-                    np.concatenate([np.arange(2 * na), 2 * na + btc.indptr]),
-                ),
-                shape=(na, 2 * na + nr),
-            )
             c = np.where(np.isfinite(cost), cost, 0.0)
             # Only bounds change between solves: dual simplex from the last basis, which
             # stays dual feasible; presolve would discard it.
@@ -1051,7 +1062,7 @@ class _Group:
                 np.concatenate([c, c, np.zeros(nr)]),
                 np.concatenate([np.zeros(2 * na), np.full(nr, -np.inf)]),
                 np.full(2 * na + nr, np.inf),
-                a_all,
+                self._lp_matrix,
                 np.zeros(na),
                 np.zeros(na),
                 presolve="off",
@@ -1154,7 +1165,7 @@ class _Group:
         loose = fixed.copy()
         loose[anchor] = True
         over = np.where(loose, -np.inf, np.abs(z) - c).max(initial=0.0)
-        residual = np.abs(self.bt.T @ z).max(initial=0.0)
+        residual = np.abs(self.imbalance @ z).max(initial=0.0)
         return z if max(over, residual) <= 1e-9 * max(np.abs(z).max(), 1.0) else None
 
     def proven_by_last(self, anchor: int, cost: np.ndarray) -> np.ndarray:
@@ -1756,7 +1767,7 @@ class Deviations:
         """Keep ``z``, a deviation of ``group``'s atoms (a screen LP's row prices)."""
         self.n_cells = len(group.w.values)
         nz = np.flatnonzero(z)
-        residual = np.abs(group.bt.T @ z).max(initial=0.0)
+        residual = np.abs(group.imbalance @ z).max(initial=0.0)
         self._keep(group.atoms[nz], z[nz], residual)
 
     def remember(self, group: _Group, k: int, kind: str, anchors: list[int], z: np.ndarray):
@@ -1768,7 +1779,7 @@ class Deviations:
         if not nz.size or self._proof_nonzeros + nz.size > _KEEP_NONZEROS:
             return
         self._proof_nonzeros += nz.size
-        residual = float(np.abs(group.bt.T @ z).max(initial=0.0))
+        residual = float(np.abs(group.imbalance @ z).max(initial=0.0))
         entry = (group.atoms[nz], z[nz] * (1.0 - 1e-6), residual)
         for a in anchors:
             self._proofs[(k, kind, int(group.atoms[a]))] = entry
@@ -1806,7 +1817,7 @@ class Deviations:
         inside = group.atoms[pos] == cells
         z = np.zeros((len(found), len(group.atoms)))
         z[row[inside], pos[inside]] = moves[inside]
-        residual = np.abs(group.bt.T @ z.T).max(axis=0, initial=0.0)
+        residual = np.abs(group.imbalance @ z.T).max(axis=0, initial=0.0)
         was = np.array([e[2] for _, e in found])
         moved = np.abs(z)
         mine = moved[np.arange(len(found)), at]
