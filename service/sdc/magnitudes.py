@@ -103,8 +103,7 @@ class Contributions:
 
     @property
     def is_in_cell_order(self) -> bool:
-        cell = np.asarray(self.cell)
-        return bool((cell[1:] >= cell[:-1]).all())
+        return _ascending(np.asarray(self.cell))
 
     def in_cell_order(self) -> Contributions:
         """The same contributions sorted by cell (stable), ``self`` if they already are:
@@ -177,6 +176,11 @@ class Magnitudes:
     def top_sum(self, n: int) -> np.ndarray:
         """Sum of the ``n`` largest amounts per cell (fewer where the cell has fewer)."""
         return self.largest[:, :n].sum(axis=1)
+
+
+def _ascending(cell: np.ndarray) -> bool:
+    """Whether ``cell`` is in ascending (cell) order."""
+    return bool((cell[1:] >= cell[:-1]).all())
 
 
 def _first(mask: ArrayLike) -> int:
@@ -342,7 +346,7 @@ def _in_blocks(n_cells, cell, value, holding, waiver, request, *rest) -> Magnitu
     """:func:`_unweighted` block of cells by block of cells where the contributions are
     in cell order and many: every quantity is per cell, and a cell's contributions are
     read in the same order, so the result is the same to the bit."""
-    if cell.size <= BLOCK or not bool((cell[1:] >= cell[:-1]).all()):
+    if cell.size <= BLOCK or not _ascending(cell):
         return _unweighted(n_cells, cell, value, holding, waiver, request, *rest)
     # Block k: cells [first[k], first[k + 1]), contributions [start[k], start[k + 1]).
     first = np.unique(np.concatenate([[0], cell[BLOCK::BLOCK], [n_cells]]))
