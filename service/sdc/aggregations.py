@@ -1195,7 +1195,8 @@ class _Group:
             over = z > omega
             scaled = np.where(over, omega / z, 1.0) * z[anchor]
             t = np.where(over, (omega - under) / (z - under), 1.0)
-        mixed = t * z[anchor] + (1.0 - t) * under[anchor]
+            # t is finite where the mix is read (z_j > omega_j >= u_j), not elsewhere.
+            mixed = t * z[anchor] + (1.0 - t) * under[anchor]
         return np.maximum(scaled, np.where(over & (under <= omega), mixed, scaled))
 
     # -- magnitude rules -------------------------------------------------------------
