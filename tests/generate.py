@@ -202,8 +202,7 @@ def generate(
     # the aggregation matrix M (cells x leaves), in cell order, the contributions of its
     # leaves in leaf order (read straight from M's rows: at 10^6 cells, sorting 60 million
     # copies took the generator's peak to 7.7 GiB).
-    agg = table.aggregation.tocsr()
-    agg.sort_indices()
+    agg = table.aggregation.tocsr().sorted_indices()  # a copy: the table's is left as it is
     per_leaf = np.bincount(leaf_of, minlength=n_leaves)
     rows, _, src = expand(agg, np.cumsum(per_leaf) - per_leaf, per_leaf)
     cell = rows.astype(np.int64)
