@@ -1111,12 +1111,45 @@ def _kept_bounds_checked(work, groups, kept, recalled: bool = False):
                     bound = kept.recalled(group, k, kind, cost, np.arange(len(group.atoms)))
                 else:
                     bound = kept.bound(group, cost)
+                    # One atom's bound alone (the partners' sets) is the same number.
+                    at = [kept.bound_at(group, cost, a) for a in range(len(group.atoms))]
+                    np.testing.assert_array_equal(at, bound)
                 everywhere = np.ones(len(group.atoms), bool)
                 for anchor in np.flatnonzero(bound > 0).tolist():
                     rho, _, status = group._cheapest(kind, cost, anchor, everywhere)
                     assert status == "optimal"
                     assert bound[anchor] <= rho * (1 + 1e-6) + 1e-9
                 yield group, cost, bound
+
+
+@settings(max_examples=50, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_one_atoms_kept_bound_is_the_groups_at_that_atom(seed):
+    """``Deviations.bound_at`` (one atom, read by the partners' sets) equals ``bound``'s
+    entry for it, with several kept rows through each atom (any moves ``z`` kept with
+    their own residual hold, :meth:`Deviations._held`)."""
+    from service.sdc.aggregations import Deviations
+
+    rng = np.random.default_rng(seed)
+    case = table_3()
+    y = case.mask([k for k in TABLE_3 if k[0] != "C"] + [("C", "T"), ("T", "I"), ("T", "II")])
+    _, groups = _groups_of(case, y)
+    kept = Deviations(case.t, case.source)
+    for group in groups:
+        n = len(group.atoms)
+        for _ in range(6):
+            z = rng.exponential(1.0, n) * (rng.random(n) < 0.7)
+            kept.add(group, z)
+    kept.flush()
+    checked = 0
+    for group in groups:
+        cost = rng.exponential(1.0, len(group.atoms))
+        cost[rng.random(len(group.atoms)) < 0.2] = np.inf
+        bound = kept.bound(group, cost)
+        at = [kept.bound_at(group, cost, a) for a in range(len(group.atoms))]
+        np.testing.assert_array_equal(at, bound)
+        checked += int((bound > 0).sum())
+    assert checked > 0
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
