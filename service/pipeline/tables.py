@@ -498,17 +498,7 @@ def _pooled_margins(
     g = space.aggregation[pool].tocsr()  # pooled margins x leaves
     over_leaves = sp.csr_matrix((g.data, leaf_cells[g.indices], g.indptr), shape=(len(pool), n))
     rows, _, src = spread(over_leaves, UnionSource(m, ruleset, contributions=contributions))
-    target = pool[rows]
-    pick = lambda a: None if a is None else np.asarray(a)[src]
-    pooled = magnitudes.Contributions(
-        target,
-        contributions.value[src],
-        pick(contributions.holding),
-        pick(contributions.weight),
-        pick(contributions.waiver),
-        pick(contributions.request),
-        contributions.weights_mode,
-    )
+    pooled = dataclasses.replace(contributions.taken(src), cell=pool[rows])
     local = np.full(n, -1)
     local[pool] = np.arange(len(pool))
     with core_errors():  # its cells are margins the request did not send

@@ -103,7 +103,7 @@ from scipy.sparse.csgraph import connected_components
 from . import highs
 from . import rules as rules_mod
 from .highs import Outcome
-from .unions import UnionSource, Verdict, judge, spread
+from .unions import UnionSource, Verdict, judge, ranges, spread
 
 # A cell whose measure is within this share of its scale below 0 is handled as possibly
 # sensitive (sign binaries), which keeps the MIP's coefficient bounds moderate.
@@ -1899,7 +1899,7 @@ class Deviations:
         total = int(counts.sum())
         held = None
         if total:
-            take = np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(total)
+            take = ranges(starts, counts)
             hit, row = np.unique(by_cell.indices[take], return_inverse=True)
             row = row.ravel()
             # Row by row, atoms ascending within a row (the entries come atom by atom).
@@ -1964,7 +1964,7 @@ class Deviations:
         rows = np.searchsorted(indptr, at, side="right") - 1
         lo, hi = indptr[rows], indptr[rows + 1]
         per = hi - lo
-        entry = np.repeat(lo - np.cumsum(per) + per, per) + np.arange(int(per.sum()))
+        entry = ranges(lo, per)
         c = np.where(np.isfinite(cost) & ~group.unknown, cost, np.inf)
         ratio = np.where(indices[entry] == anchor, np.inf, c[indices[entry]] / data[entry])
         scale = np.minimum.reduceat(ratio, np.cumsum(per) - per)

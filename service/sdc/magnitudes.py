@@ -110,13 +110,15 @@ class Contributions:
         readers by cell then need no permutation of their own (``UnionSource.by_cell``)."""
         if self.is_in_cell_order:
             return self
-        cell = np.asarray(self.cell)
-        order = np.argsort(cell, kind="stable")
-        pick = lambda a: None if a is None else np.asarray(a)[order]
+        return self.taken(np.argsort(np.asarray(self.cell), kind="stable"))
+
+    def taken(self, index: np.ndarray) -> Contributions:
+        """The contributions at ``index`` (positions, repeats allowed), every column."""
+        pick = lambda a: None if a is None else np.asarray(a)[index]
         return dataclasses.replace(
             self,
-            cell=cell[order],
-            value=np.asarray(self.value)[order],
+            cell=np.asarray(self.cell)[index],
+            value=np.asarray(self.value)[index],
             holding=pick(self.holding),
             weight=pick(self.weight),
             waiver=pick(self.waiver),

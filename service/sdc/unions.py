@@ -220,14 +220,18 @@ def judge(lam: sp.csr_matrix, values, source: UnionSource) -> Verdict:
     return Verdict(value, checked, fired, sensitivity)
 
 
+def ranges(starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """The indices ``starts[k] .. starts[k] + sizes[k] - 1`` of every ``k``, in order."""
+    return np.repeat(starts - np.cumsum(sizes) + sizes, sizes) + np.arange(int(sizes.sum()))
+
+
 def expand(weight: sp.csr_matrix, starts: np.ndarray, sizes: np.ndarray):
     """For every nonzero ``(k, i)`` of ``weight``, the items ``starts[i] .. +sizes[i]``:
     returns (aggregation of each item, weight of each item, item index)."""
     coo = weight.tocoo()
     per = sizes[coo.col]
     nz = np.repeat(np.arange(coo.nnz), per)
-    offset = np.arange(per.sum()) - np.repeat(np.cumsum(per) - per, per)
-    return coo.row[nz], coo.data[nz], starts[coo.col][nz] + offset
+    return coo.row[nz], coo.data[nz], ranges(starts[coo.col], per)
 
 
 def spread(weight: sp.csr_matrix, source: UnionSource):
