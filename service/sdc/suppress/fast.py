@@ -12,7 +12,13 @@ from collections.abc import Callable
 import numpy as np
 
 from .. import highs
-from ..aggregations import Deviations, Requirements, check_aggregations, hidden_groups
+from ..aggregations import (
+    Deviations,
+    Requirements,
+    Trials,
+    check_aggregations,
+    hidden_groups,
+)
 from .lps import Attacker, Cheapest
 from .problem import SearchProblem, requirements
 
@@ -445,15 +451,25 @@ def trim(
     by_label = np.argsort(group[hidden], kind="stable")
     first = np.searchsorted(group[hidden][by_label], np.arange(group.max() + 2))
 
+    trials = Trials(p.table.structure, p.values, p.table.unions, deadline, proven, deviations)
+
     def accept(trial: np.ndarray, j: int) -> bool:
-        # Groups within the one ``j`` left, as it stands: removals only split groups.
+        # The part of the pattern that held ``j``'s group as the trim began, as it stands
+        # (sorted): removals only split groups.
         cells = hidden[by_label[first[group[j]] : first[group[j] + 1]]]
-        part = np.zeros(len(trial), bool)
-        part[cells] = trial[cells]
-        check = check_pattern(
-            p, part, proof_only=True, proven=proven, deviations=deviations, until=deadline
-        )
-        return check.status == "safe"
+        now = cells[trial[cells] | (cells == j)]
+        verdict = trials.without(now, j)
+        if verdict is None:
+            # A holding across cells: the smaller pattern's own check.
+            part = np.zeros(len(trial), bool)
+            part[cells] = trial[cells]
+            check = check_pattern(
+                p, part, proof_only=True, proven=proven, deviations=deviations, until=deadline
+            )
+            return check.status == "safe"
+        if verdict:
+            trials.accepted(now[now != j])
+        return verdict
 
     rank = p.cost if added is None else p.cost * np.where(added, TRIM_ADDED_WEIGHT, 1.0)
     return remove_superfluous(p, att, cheapest, y, witness, deadline, accept, "trim", keep, rank)
