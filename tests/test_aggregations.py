@@ -1339,3 +1339,53 @@ def test_recalled_proofs_bound_the_screen_lps_of_a_changed_pattern(data, table):
     without = check(changed, screen_only=True)
     assert (with_memory.status == "safe") == (without.status == "safe")
     event(f"bounds recalled: {min(used, 2)}")
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data(), table=small_tables())
+def test_a_trial_on_its_groups_models_decides_as_the_smaller_patterns_own_check(data, table):
+    """The trim's trials (:class:`aggregations.Trials`): the screen on a group's own
+    models with one of its cells published (its atoms free at no cost) proves the group
+    exactly when a proof-only check of the group without that cell does, trial after
+    trial on the same models (warm from other published cells); where it cannot judge
+    (an atom of the cell in another hidden cell: a holding across cells) it says so
+    (``None``). An accepted trial's groups join ``proven`` under the tags a check of
+    the smaller pattern gives its proven groups."""
+    from service.sdc import highs
+    from service.sdc.aggregations import Deviations, Trials, hidden_groups
+
+    case, _ = table
+    n = case.t.n_cells
+    y = np.zeros(n, bool)
+    y[data.draw(st.lists(st.integers(0, n - 1), min_size=2, max_size=max(2, n // 2)))] = True
+    y |= case.verdict.sensitive
+    label = hidden_groups(case.t, case.source, y)
+    start = data.draw(st.sampled_from(np.flatnonzero(y).tolist()))
+    cells = np.flatnonzero(label == label[start])
+    proven: set = set()
+    trials = Trials(
+        case.t, case.values, case.source, highs.now() + 60, proven, Deviations(case.t, case.source)
+    )
+    judged = 0
+    for j in data.draw(st.lists(st.sampled_from(cells.tolist()), min_size=1, max_size=4)):
+        got = trials.without(cells, j)
+        smaller = np.zeros(n, bool)
+        smaller[cells[cells != j]] = True
+        fresh_proven: set = set()
+        fresh = check_aggregations(
+            case.t,
+            case.values,
+            smaller,
+            case.source,
+            time_limit=60,
+            proof_only=True,
+            proven=fresh_proven,
+        )
+        if got is None:
+            continue
+        judged += 1
+        assert got == (fresh.status == "safe"), (j, fresh.status, fresh.message)
+        if got:
+            trials.accepted(cells[cells != j])
+            assert fresh_proven <= proven
+    event(f"judged: {min(judged, 2)}")
