@@ -871,12 +871,13 @@ class Trials:
     """The fast method's trim (:func:`service.sdc.suppress.fast.trim`): whether the screen
     still proves the group of hidden cells that holds a cell ``j`` once ``j`` is published,
     judged on that group's own models (:meth:`_Group.publish`: the same LPs, ``j``'s atoms
-    free at no cost) instead of a check of the smaller pattern built afresh. One part of
-    the pattern (the hidden cells of one of its groups as the trim began) is kept at a
-    time, with its groups built as trials reach them: the trials of a part meet the same
+    free at no cost) instead of a check of the smaller pattern built afresh. The parts of
+    the pattern (the hidden cells of each of its groups as the trim began) used last are
+    kept (:data:`TRIAL_PARTS`), with their groups built as trials reach them: the trials
+    of a part meet the same
     groups until one of them stands, and a model kept warm from the last trial's basis
-    costs less than a new one (a trial's set-up and models were about a third of its
-    time on 100x100 hier). Removing ``j`` can only split its group, so the other groups of
+    costs less than a new one (100x100 hier: a failing trial 4.3 -> 3.2 ms, one that
+    stands 7.3 -> 5.7 ms). Removing ``j`` can only split its group, so the other groups of
     the part keep their verdicts. ``proven`` and ``deviations`` as in
     :func:`check_aggregations`; proof-only: the first anchor not proven ends a trial."""
 
