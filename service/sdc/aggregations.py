@@ -748,8 +748,6 @@ class _Work:
             t.scale,
         )
         self.spanning, self.rule_masks = t.spanning, t.rule_masks
-        self.a_s = t.a_cols[:, self.cells].tocsr()
-        self.g_s = t.g[self.cells].tocsr()
         self.mip_solves = 0
         self.why: set[str] = set()
 
@@ -758,7 +756,11 @@ class _Work:
         and through the atoms they share (an aggregation of one group is judged
         independently of another's only when no atom is shared): ``(members, build)``,
         ``build()`` making the :class:`_Group` (not made for a group already proven)."""
-        active, b, shared_atoms, ga, n_lab, labels = _linked(self.a_s, self.g_s)
+        # Not kept: a_s has a row pointer over every relation of the table, and the trim
+        # keeps hundreds of checks' states (:class:`Trials`).
+        a_s = self.table.a_cols[:, self.cells].tocsr()
+        g_s = self.table.g[self.cells].tocsr()
+        active, b, shared_atoms, ga, n_lab, labels = _linked(a_s, g_s)
         n_s, n_r = len(self.cells), len(active)
         cell_label, row_label = labels[:n_s], labels[n_s : n_s + n_r]
         # Groups without an atom any rule could call sensitive are safe (seed 002
@@ -864,7 +866,7 @@ def hidden_groups(relations, source: UnionSource, hidden: np.ndarray) -> np.ndar
 
 #: Parts of the pattern whose groups (and their models) :class:`Trials` keeps: 100x100
 #: hier has 114 groups of hidden cells in the trim; at 10^6 cells, tens of thousands.
-TRIAL_PARTS = 512
+TRIAL_PARTS = 128
 
 
 class Trials:
