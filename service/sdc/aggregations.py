@@ -876,12 +876,11 @@ class Trials:
     free at no cost) instead of a check of the smaller pattern built afresh. The parts of
     the pattern (the hidden cells of each of its groups as the trim began) used last are
     kept (:data:`TRIAL_PARTS`), with their groups built as trials reach them: the trials
-    of a part meet the same
-    groups until one of them stands, and a model kept warm from the last trial's basis
-    costs less than a new one (100x100 hier: a failing trial 4.3 -> 3.2 ms, one that
-    stands 7.3 -> 5.7 ms). Removing ``j`` can only split its group, so the other groups of
-    the part keep their verdicts. ``proven`` and ``deviations`` as in
-    :func:`check_aggregations`; proof-only: the first anchor not proven ends a trial."""
+    of a part meet the same groups until one of them stands, and a model kept warm from
+    the last trial's basis costs less than a new one (100x100 hier: a failing trial 4.3
+    -> 3.2 ms, one that stands 7.3 -> 5.7 ms). Removing ``j`` can only split its group,
+    so the other groups of the part keep their verdicts. ``proven`` and ``deviations`` as
+    in :func:`check_aggregations`; proof-only: the first anchor not proven ends a trial."""
 
     def __init__(self, relations, values, source: UnionSource, deadline, proven: set, deviations):
         self.table = _Table.of(relations, source)
@@ -921,12 +920,14 @@ class Trials:
         """Whether the screen proves the group holding ``j`` among the hidden ``cells``
         (sorted; ``j`` among them) with ``j`` published; ``None`` when that cannot be
         judged on the group's models: an atom of ``j`` lies in another hidden cell too (a
-        holding across cells), so publishing ``j`` does not free it."""
+        margin hidden with its leaves under a leaf atom map, a holding across cells), so
+        publishing ``j`` does not free it."""
         w, groups, built = self._part(cells)
         at = int(np.searchsorted(w.cells, j))
         found = [i for i, (members, _) in enumerate(groups) if (members == at).any()]
         if not found:
-            # No atom of j's group that a rule could call sensitive, nor of its parts.
+            # j's group has no atom a rule could call sensitive (or no relation): nor
+            # have its parts.
             return True
         index = found[0]
         if index not in built:

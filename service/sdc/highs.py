@@ -398,9 +398,9 @@ def scheduler_threads() -> int:
     scheduler, given explicitly.
 
     With the default (0) HiGHS works the count out again on every run, about 35 us: half
-    the time of a run of a one-column LP, and about a tenth of the fast method's time on
-    the small LPs of 2-D hierarchical tables (60x60 hier, seed 1: 1.40/1.33 s against
-    1.23/1.21 s, back to back; 100x100 3.67/3.73 against 3.38/3.58 s; same patterns).
+    the time of a run of a one-column LP, and 3-8% of the fast method's time on the
+    benchmark's tables, whose LPs are mostly small (seed 1, back to back, the same
+    patterns: 60x60 hier 0.97x, 100x100 hier 0.94x, 10x10x5 0.93x, 20x20x10 0.92x).
     The scheduler is made by the first run in the process, with as many threads as the
     machine has cores when the count is 0; a run asking for another count fails (status
     "Not Set"). So the cores' count is tried once on a one-column LP, and if the scheduler

@@ -460,7 +460,7 @@ def trim(
         now = cells[trial[cells] | (cells == j)]
         verdict = trials.without(now, j)
         if verdict is None:
-            # A holding across cells: the smaller pattern's own check.
+            # An atom of j in another hidden cell: the smaller pattern's own check.
             part = np.zeros(len(trial), bool)
             part[cells] = trial[cells]
             check = check_pattern(
