@@ -512,6 +512,36 @@ def test_partner_bounds_are_at_most_the_partner_lps(data, table):
     event(f"{'some' if compared else 'no'} partner bounds compared")
 
 
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data(), table=st.one_of(small_tables(), skewed_tables()))
+def test_partners_one_by_one_or_as_sets_give_the_same_verdicts(data, table):
+    """The partners left after the first deviation are tried one by one (up to
+    ``PARTNER_ONE_BY_ONE``) or as a set halved where it fails: either way each partner's
+    own LP decides in the end, so a screen-only check and a proof-only one give the same
+    verdicts, and the screen-only one the same partners not proven."""
+    case, _ = table
+    assume(not isinstance(case.ruleset.rules[0], MinimumFrequency))
+    n = case.t.n_cells
+    extra = data.draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=8))
+    suppressed = case.verdict.sensitive.copy()
+    suppressed[extra] = True
+    got = {}
+    for one_by_one in (0, 16):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(aggregations, "PARTNER_ONE_BY_ONE", one_by_one)
+            settles = _weighed_anchors(mp)
+            screen = check_aggregations(
+                case.t, case.values, suppressed, case.source, screen_only=True
+            )
+            proof = check_aggregations(
+                case.t, case.values, suppressed, case.source, proof_only=True
+            )
+        got[one_by_one] = (screen.status, sorted(set(screen.failing)), proof.status)
+        event(f"{one_by_one}: partner settles {min(len(settles), 4)}")
+    event(f"screen: {got[0][0]}, partners failing: {bool(got[0][1])}")
+    assert got[0] == got[16]
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data(), table=st.one_of(small_tables(), skewed_tables()))
 def test_one_intruder_screen_agrees_with_the_mip(data, table):

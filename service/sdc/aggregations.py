@@ -120,6 +120,15 @@ _MIP_FLOOR_RTOL = 1e-6
 # group the rounds had proven). 8x6x5x4's group of 441 atoms: 3.6 s in all; 20x20x10's
 # of about 700: 41 s of partner LPs in a 60 s search, for 10% less suppressed value.
 PARTNER_MAX_ATOMS = 500
+#: Up to this many partners left after the second half's deviation has settled what it
+#: can, each gets an LP of its own, in order, each proof settling others
+#: (:meth:`_Group.partner_bounds`); more, and they are tried as one set first, halved
+#: where it fails. The set of a few partners fails more often than not (the trim's trials
+#: on 100x100 hier, seed 1: 841 of 1,218 set LPs failed), and a failed set is an LP spent
+#: before its halves: one by one up to 16, the search's screen LPs 4,539 -> 3,495 there
+#: (60x60 hier 1,771 -> 1,323; the same patterns); on 8x6x5x4, whose groups leave dozens
+#: of partners, one by one always took 891 against 363 (2x the time), up to 16 the same.
+PARTNER_ONE_BY_ONE = 16
 # Enumeration budget of the frequency rules' supports per group.
 _MAX_SUPPORTS = 2000
 # A group's decision as a generator: it yields batches of aggregations to judge and is
@@ -1456,8 +1465,9 @@ class _Group:
             LP's deviation (every atom within plain) settles every partner it moves within
             ``omega_j`` and, mixed with the omega LP's deviation ``under`` (``|z|``,
             within omega at every atom), many others (:meth:`partner_bounds`). The rest
-            are tried as a set: the LP with omega on all of them proves each (a cost lower
-            at more atoms), else the set is halved, down to single partners; each LP's
+            are tried one by one (:data:`PARTNER_ONE_BY_ONE` or fewer), or as a set: the LP
+            with omega on all of them proves each (a cost lower at more atoms), else the
+            set is halved, down to single partners; each LP's
             deviation settles others as the first did, and a set the kept deviations
             bound needs no LP. A proof-only check stops at the first partner not
             proven. Not called where the second half's LP is infeasible: no aggregation
@@ -1471,7 +1481,11 @@ class _Group:
             settled[anchor] = True
             settle(np.abs(self.deviation) * (1.0 - 1e-6))
             stop = level + 1e-6 * w.scale[k, self.pos[anchor]]
-            sets = [np.flatnonzero(~settled)]
+            left = np.flatnonzero(~settled)
+            if len(left) <= PARTNER_ONE_BY_ONE:
+                sets = [left[i : i + 1] for i in range(len(left) - 1, -1, -1)]
+            else:
+                sets = [left]
             failed: list[tuple[int, np.ndarray | None]] = []
             # On the second half's model, from its basis, which is put back after: a
             # set's costs differ from it at its atoms only (8x6x5x4: a partner's LP took
