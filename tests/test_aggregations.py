@@ -518,7 +518,9 @@ def test_partners_one_by_one_or_as_sets_give_the_same_verdicts(data, table):
     """The partners left after the first deviation are tried one by one (up to
     ``PARTNER_ONE_BY_ONE``) or as a set halved where it fails: either way each partner's
     own LP decides in the end, so a screen-only check and a proof-only one give the same
-    verdicts, and the screen-only one the same partners not proven."""
+    verdicts, and the screen-only one the same partners not proven. And the proof-only
+    check (which under the p%-rule goes to the plain LP and the partners without the
+    omega LP) proves the pattern exactly when the screen-only one does."""
     case, _ = table
     assume(not isinstance(case.ruleset.rules[0], MinimumFrequency))
     n = case.t.n_cells
@@ -537,6 +539,10 @@ def test_partners_one_by_one_or_as_sets_give_the_same_verdicts(data, table):
                 case.t, case.values, suppressed, case.source, proof_only=True
             )
         got[one_by_one] = (screen.status, sorted(set(screen.failing)), proof.status)
+        assert (proof.status == "safe") == (screen.status == "safe"), (
+            screen.message,
+            proof.message,
+        )
         event(f"{one_by_one}: partner settles {min(len(settles), 4)}")
     event(f"screen: {got[0][0]}, partners failing: {bool(got[0][1])}")
     assert got[0] == got[16]
