@@ -23,10 +23,12 @@ from service.sdc.suppress.exact import (
     FOLD_RTOL,
     _exposed_relation_pairs,
     _exposed_relations,
+    _Master,
     _no_lonely_complements,
     _polished,
     strengthen,
 )
+from service.sdc.suppress.lps import Attacker, unprotected
 from service.sdc.suppress.problem import prepare
 from tests.test_suppress import random_instance
 
@@ -84,6 +86,28 @@ def test_strengthened_cut_keeps_every_pattern_the_cut_allows(coef, level, kinds)
 @pytest.fixture(scope="module")
 def table():
     return instance("30x30", 1)
+
+
+def test_a_point_whose_cuts_count_as_met_gets_a_no_good(table, monkeypatch):
+    """A 0/1 point that misses requirements whose every strengthened cut counts as met by
+    the fixed cells (a shortfall the point check sees and ``strengthen``'s tolerance does
+    not) is cut off by a no-good over the allowed cells it publishes; a point with a cut,
+    or a fractional one, gets none."""
+    exact_mod = sys.modules[_Master.__module__]  # the package's ``exact`` is the function
+    p = prepare(table.problem, table.cost, None, None, highs.now() + 60)
+    att = Attacker(p)
+    y = p.forced.astype(float)  # the sensitive cells alone: every requirement missed
+    missing, outcome = unprotected(att, p, y)
+    assert outcome == "optimal" and missing
+    master = _Master(p)
+    assert master.cut(att, missing, y) == len(missing)  # capacity cuts, no no-good
+    rows = len(master.lower)
+    monkeypatch.setattr(exact_mod, "strengthen", lambda *args: None)
+    assert master.cut(att, missing, y) == 1
+    assert len(master.lower) == rows + 1 and master.lower[-1] == 1.0
+    np.testing.assert_array_equal(master.index[-1], np.flatnonzero((y == 0) & p.allowed))
+    np.testing.assert_array_equal(master.coef[-1], np.ones(len(master.index[-1])))
+    assert master.cut(att, missing, np.where(p.forced, 1.0, 0.5)) == 0
 
 
 def _run(inst, method, **kw):

@@ -164,12 +164,25 @@ class _Master:
         self.lower += [lo] * count
 
     def cut(self, att: Attacker, missing, y: np.ndarray) -> int:
-        """Add the strengthened capacity cut of each missed requirement; how many."""
+        """Add the strengthened capacity cut of each missed requirement; how many.
+
+        A 0/1 point whose every missed requirement :func:`strengthen` counts as met by the
+        fixed cells (their shortfall within ``FOLD_RTOL`` of the level, while the point
+        check's allowance is ``highs.FEASIBILITY_RTOL`` of the larger of the level and the
+        value) gets a no-good instead: some cell it publishes must be suppressed. Valid
+        for every pattern the check accepts: protection only grows with the pattern, so
+        no part of a pattern that misses a requirement meets it. Without it the master
+        could return the point again until the time limit."""
         added = 0
         for i, sense, level, prices in missing:
             found = strengthen(att.cut(i, sense, prices, y), level, self.p.forced, self.p.allowed)
             if found is not None:
                 self.add(*found)
+                added += 1
+        if missing and not added and np.isin(y, (0.0, 1.0)).all():
+            published = np.flatnonzero((y == 0.0) & self.p.allowed)
+            if published.size:
+                self.add(published, np.ones(published.size), 1.0)
                 added += 1
         return added
 
