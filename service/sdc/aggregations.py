@@ -879,6 +879,11 @@ def hidden_groups(relations, source: UnionSource, hidden: np.ndarray) -> np.ndar
 TRIAL_PARTS = 128
 
 
+#: A part of :class:`Trials`: the check's state, its groups ``(members, build)``, each
+#: hidden cell's group (-1: none) and the groups built, by index.
+_Part = tuple["_Work", list, np.ndarray, dict]
+
+
 class Trials:
     """The fast method's trim (:func:`service.sdc.suppress.fast.trim`): whether the screen
     still proves the group of hidden cells that holds a cell ``j`` once ``j`` is published,
@@ -897,14 +902,12 @@ class Trials:
         self.values, self.source, self.deadline = values, source, deadline
         self.proven, self.deviations = proven, deviations
         # By hidden cells: the check's state, its groups (members, build) and those built.
-        self._parts: collections.OrderedDict[bytes, tuple[_Work, list, dict]] = (
-            collections.OrderedDict()
-        )
+        self._parts: collections.OrderedDict[bytes, _Part] = collections.OrderedDict()
 
-    def _part(self, cells: np.ndarray) -> tuple[_Work, list, dict]:
-        """The check's state for the hidden ``cells`` (sorted), its groups and those built
-        so far; the :data:`TRIAL_PARTS` used last are kept (the trim goes from part to part
-        in the order of its candidates' costs)."""
+    def _part(self, cells: np.ndarray) -> _Part:
+        """The check's state for the hidden ``cells`` (sorted), its groups, each cell's
+        group and the groups built so far; the :data:`TRIAL_PARTS` used last are kept (the
+        trim goes from part to part in the order of its candidates' costs)."""
         key = cells.tobytes()
         part = self._parts.get(key)
         if part is None:
@@ -920,7 +923,12 @@ class Trials:
                 deviations=self.deviations,
                 proof_only=True,
             )
-            part = self._parts[key] = (work, list(work.groups()), {})
+            groups = list(work.groups())
+            # Each hidden cell's group (index into ``groups``; -1: in none of them).
+            owner = np.full(len(work.cells), -1)
+            for index, (members, _) in enumerate(groups):
+                owner[members] = index
+            part = self._parts[key] = (work, groups, owner, {})
             if len(self._parts) > TRIAL_PARTS:
                 self._parts.popitem(last=False)
         self._parts.move_to_end(key)
@@ -932,14 +940,13 @@ class Trials:
         judged on the group's models: an atom of ``j`` lies in another hidden cell too (a
         margin hidden with its leaves under a leaf atom map, a holding across cells), so
         publishing ``j`` does not free it."""
-        w, groups, built = self._part(cells)
+        w, groups, owner, built = self._part(cells)
         at = int(np.searchsorted(w.cells, j))
-        found = [i for i, (members, _) in enumerate(groups) if (members == at).any()]
-        if not found:
+        index = int(owner[at])
+        if index < 0:
             # j's group has no atom a rule could call sensitive (or no relation): nor
             # have its parts.
             return True
-        index = found[0]
         if index not in built:
             built[index] = groups[index][1]()
         group = built[index]
@@ -960,7 +967,7 @@ class Trials:
         """The part's hidden cells are now ``cells`` (sorted), a trial having stood: each
         of its groups is proven (the trial's parts just now, the others before), and joins
         ``proven`` as a check's groups do."""
-        w, groups, _ = self._part(cells)
+        w, groups, _, _ = self._part(cells)
         for members, _ in groups:
             self.proven.add(w.cells[members].tobytes())
 
@@ -1228,9 +1235,9 @@ class _Group:
             c[recost] = np.where(np.isfinite(cost[recost]), cost[recost], 0.0)
             both = np.concatenate([recost, na + recost]).astype(np.int32)
             h.changeColsCost(len(both), both, np.concatenate([c[recost], c[recost]]))
-        if self.published.any():
-            cost = self._free(cost)
-            allowed = allowed | self.published
+        # Costs come free at published atoms from the screen (:meth:`_free`); their phi
+        # is free whatever the caller allows.
+        allowed = allowed | self.published
         upper = np.where(allowed & ~self.unknown, np.inf, 0.0)
         upper = np.concatenate([upper, upper])
         lower = np.zeros(2 * na)
@@ -1484,7 +1491,7 @@ class _Group:
             stop = level + 1e-6 * w.scale[k, self.pos[anchor]]
             left = np.flatnonzero(~settled)
             if len(left) <= PARTNER_ONE_BY_ONE:
-                sets = [left[i : i + 1] for i in range(len(left) - 1, -1, -1)]
+                sets = list(left[::-1, None])  # popped in order, one partner each
             else:
                 sets = [left]
             failed: list[tuple[int, np.ndarray | None]] = []
@@ -1550,14 +1557,15 @@ class _Group:
             # too (:meth:`proven_by_last`), bound every other anchor's plain LP: the best
             # of them and its deviation, which then starts that anchor's partners.
             plain_lb = np.zeros(len(self.atoms))
-            plain_dev: dict[int, np.ndarray] = {}
+            plain_devs: list[np.ndarray] = []
+            plain_from = np.full(len(self.atoms), -1)
             for anchor in np.flatnonzero(near).tolist():
                 if proven[anchor] or (w.proof_only and plain_first(anchor)):
                     continue
                 if direct:
                     if measure[anchor] - plain_lb[anchor] < margins[anchor]:
                         rho = plain_lb[anchor]
-                        self.deviation = plain_dev[anchor]
+                        self.deviation = plain_devs[plain_from[anchor]]
                     else:
                         rho, _, ok = lp("plain", plain, anchor)
                         if not ok or not measure[anchor] - rho < margins[anchor]:
@@ -1566,8 +1574,8 @@ class _Group:
                             z = self.proven_by_last(anchor, plain)
                             better = z > plain_lb
                             plain_lb[better] = z[better]
-                            for b in np.flatnonzero(better).tolist():
-                                plain_dev[b] = z
+                            plain_from[better] = len(plain_devs)
+                            plain_devs.append(z)
                     # No omega deviation to mix: zero moves are within omega everywhere.
                     failed = partners(anchor, np.zeros(len(self.atoms))) if np.isfinite(rho) else []
                     if failed is None or failed:

@@ -360,7 +360,8 @@ def model(
     row_upper``, ``col_lower <= x <= col_upper``, ``x_j`` integer where ``integer``.
 
     ``a`` may have no rows (shape ``(0, n)``); ``inf`` bounds are HiGHS's infinity.
-    ``options`` are HiGHS options set before the model is passed (e.g. ``**WARM_PRIMAL``).
+    ``options`` are HiGHS options set before the model is passed (e.g. ``**WARM_PRIMAL``);
+    ``threads`` defaults to :func:`scheduler_threads`.
     """
     a = sp.csc_matrix(a, dtype=float)
     lp = highspy.HighsLp()
@@ -383,7 +384,7 @@ def model(
         ]
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
-    h.setOptionValue("threads", scheduler_threads())
+    h.setOptionValue("threads", options.pop("threads", None) or scheduler_threads())
     for name, value in options.items():
         h.setOptionValue(name, value)
     h.passModel(lp)
@@ -407,15 +408,7 @@ def scheduler_threads() -> int:
     was made with another count (by a caller's own HiGHS run), 0 is kept: slower, never
     wrong."""
     cores = os.cpu_count() or 1
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
-    h.setOptionValue("threads", cores)
-    lp = highspy.HighsLp()
-    lp.num_col_, lp.num_row_ = 1, 0
-    lp.col_cost_ = np.ones(1)
-    lp.col_lower_ = np.zeros(1)
-    lp.col_upper_ = np.ones(1)
-    h.passModel(lp)
+    h = model([1.0], [0.0], [1.0], sp.csc_matrix((0, 1)), [], [], threads=cores)
     h.run()
     return cores if h.getModelStatus() == _MS.kOptimal else 0
 
