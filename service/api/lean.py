@@ -3,7 +3,7 @@
 The filter answers every user query of an online system, and its own work on a 50-cell
 answer is a few tenths of a millisecond; Starlette's router, FastAPI's request handling
 (dependency injection, the endpoint's wrapping) and the exception middleware cost as much
-again on every request (README, "The online filter's cost"). :class:`LeanRoutes`, the
+again on every request (README, "Issue 19, second step"). :class:`LeanRoutes`, the
 outermost of the app's middleware, hands exactly ``POST /v1/filter`` to a chain built from
 the app's own middleware list (:func:`install`: the same classes with the same arguments,
 in the same order: request id, access log and metrics, the 503 on cancellation, API keys,

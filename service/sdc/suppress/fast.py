@@ -175,7 +175,7 @@ def remove_superfluous(
     cheapest.reset()
     # Swaps only where no aggregation rounds follow: those add back what the swaps save
     # (60x60 and 100x100 hier, 10x10x5: 0-0.2% less value for 27-53% more time), while
-    # under intervals alone the swaps keep 1.0-2.5% of the value (README, issue 16).
+    # under intervals alone the swaps keep 1.0-2.5% of the value (docs/performance-journal.md).
     for swap in (False, True) if p.table.unions is None else (False,):
         if swap:
             candidates = np.flatnonzero(y & tried_cells)
