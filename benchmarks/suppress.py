@@ -5,7 +5,7 @@ Run with ``scripts/bench suppress`` (or ``python -m benchmarks.suppress``)::
 
     python -m benchmarks.suppress [--sizes 10x10 30x30 ...] [--seed 0]
         [--fast-limit 600] [--exact-limit 120] [--tau-limit 120] [--no-tauargus]
-        [--criterion aggregations|intervals]
+        [--criterion aggregations|intervals] [--work-limit UNITS]
 
 Instances: :data:`tests.generate.SIZES` (10x10, 30x30, 100x100 with a 2-level
 hierarchy on both dimensions, 20x20x10, 250x200 = 50,451 cells), generated with ``--seed``:
@@ -31,6 +31,12 @@ tau-ARGUS's plus ours), so that its value can be compared among safe patterns.
 sent, so neither our methods nor the audit look at aggregations of suppressed cells): the
 criterion of tau-ARGUS and of GaussSuppression's interval mode, for a like-for-like
 comparison of value; the default ``aggregations`` is the service's own criterion.
+
+``--work-limit UNITS`` runs our methods in deterministic mode (``suppress(...,
+work_limit=UNITS)``: their time boxes in solver work instead of seconds), so that the
+same code gives the same patterns however busy the machine is, and reports the solver
+work each used: the way to compare two versions' value, and their effort, on a shared
+machine. ``1.2e7`` is about what the 600 s of ``--fast-limit`` would buy.
 
 The exact method runs on every size up to 20,000 cells; the 50,451-cell table gets the fast
 method only (and tau-ARGUS MOD). Heavy: the large sizes take minutes each on 2 cores.
@@ -76,6 +82,8 @@ class Row:
     audit: str
     audit_seconds: float | None
     note: str = ""
+    #: Solver work the search used (deterministic mode, ``--work-limit``), else None.
+    work: float | None = None
 
 
 @dataclass
@@ -121,9 +129,18 @@ def value_share(inst: Instance, suppressed: np.ndarray) -> float:
     return float(a[suppressed].sum() / a.sum())
 
 
-def ours(inst: Instance, method: str, time_limit: float, forced=None) -> Row:
+def ours(
+    inst: Instance, method: str, time_limit: float, forced=None, work_limit: float | None = None
+) -> Row:
     g = inst.g
-    r = suppress(inst.problem, cost=inst.cost, method=method, time_limit=time_limit, forced=forced)
+    r = suppress(
+        inst.problem,
+        cost=inst.cost,
+        method=method,
+        time_limit=time_limit,
+        forced=forced,
+        work_limit=work_limit,
+    )
     found = r.status != "no_safe_pattern"
     verdict, audit_s, note = "-", None, ""
     if found:
@@ -147,14 +164,17 @@ def ours(inst: Instance, method: str, time_limit: float, forced=None) -> Row:
         verdict,
         audit_s,
         note,
+        r.work,
     )
 
 
-def tau(inst: Instance, method: str, time_limit: float) -> list[Row]:
+def tau(
+    inst: Instance, method: str, time_limit: float, work_limit: float | None = None
+) -> list[Row]:
     """tau-ARGUS's row, and when its pattern fails our audit a second row: that pattern
     made safe by our fast method with every one of its cells forced (the cheapest repair
     this service knows; its seconds are tau-ARGUS's plus ours), so that its value can be
-    set against safe patterns."""
+    set against safe patterns; ``work_limit`` as in :func:`ours`, for that repair."""
     from . import tauargus
 
     g = inst.g
@@ -201,7 +221,9 @@ def tau(inst: Instance, method: str, time_limit: float) -> list[Row]:
         )
     ]
     if not a.safe:
-        safe = ours(inst, "fast", max(time_limit, 120.0), forced=r.suppressed)
+        safe = ours(
+            inst, "fast", max(time_limit, 120.0), forced=r.suppressed, work_limit=work_limit
+        )
         safe.method = f"{method} made safe"
         safe.seconds += r.seconds
         rows.append(safe)
@@ -218,6 +240,7 @@ def fmt(row: Row) -> str:
         f"{opt(None if row.value_share is None else 100 * row.value_share, '.2f'):>7} "
         f"{row.seconds:>8.2f} {opt(None if row.gap is None else 100 * row.gap, '.2f'):>6} "
         f"{row.status:<15} {row.audit:<10} {opt(row.audit_seconds, '.2f'):>7}"
+        + (f"  work {row.work:,.0f}" if row.work is not None else "")
         + (f"  {row.note}" if row.note else "")
     )
 
@@ -261,6 +284,13 @@ def main(argv: list[str] | None = None) -> None:
         "cells (the service's criterion, default), or intervals alone (tau-ARGUS's and "
         "GaussSuppression's, for a like-for-like comparison)",
     )
+    parser.add_argument(
+        "--work-limit",
+        type=float,
+        default=None,
+        help="deterministic mode for our methods: their budget in solver work units "
+        "(the same patterns on a busy machine; the work used is reported)",
+    )
     parser.add_argument("--json", type=Path, help="also write the rows to this file")
     args = parser.parse_args(argv)
 
@@ -273,20 +303,22 @@ def main(argv: list[str] | None = None) -> None:
         f"Secondary suppression, p% (p=15) + minimum frequency 3, cost = value, seed "
         f"{args.seed}, criterion {args.criterion}; limits: fast {args.fast_limit:g} s, "
         f"exact {args.exact_limit:g} s, tau-ARGUS {args.tau_limit:g} s"
+        + ("" if args.work_limit is None else f"; ours in work units, {args.work_limit:g}")
     )
     print(f"tau-ARGUS: {tau_why}")
     print(HEADER)
     print("-" * len(HEADER))
     rows = []
+    work = args.work_limit
     for name in args.sizes:
         inst = instance(name, args.seed, aggregations=args.criterion == "aggregations")
-        runs = [lambda inst=inst: [ours(inst, "fast", args.fast_limit)]]
+        runs = [lambda inst=inst: [ours(inst, "fast", args.fast_limit, work_limit=work)]]
         if inst.g.n_cells <= EXACT_MAX_CELLS:
-            runs.append(lambda inst=inst: [ours(inst, "exact", args.exact_limit)])
+            runs.append(lambda inst=inst: [ours(inst, "exact", args.exact_limit, work_limit=work)])
         if tau_ok:
             if inst.g.n_cells <= TAU_OPT_MAX_CELLS:
-                runs.append(lambda inst=inst: tau(inst, "OPT", args.tau_limit))
-            runs.append(lambda inst=inst: tau(inst, "MOD", args.tau_limit))
+                runs.append(lambda inst=inst: tau(inst, "OPT", args.tau_limit, work))
+            runs.append(lambda inst=inst: tau(inst, "MOD", args.tau_limit, work))
         for run in runs:
             for row in run():
                 rows.append(row)
