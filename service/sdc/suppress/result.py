@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from collections.abc import Callable
@@ -109,7 +110,9 @@ def finish(
     ``partial``: the fast method ran out protecting (``(pattern, requirements left)``, see
     :func:`protect`); the requirements left are checked against the partial pattern until
     ``search_end`` (on the search's clock; ``end`` when not given) to say which cells it
-    leaves unprotected. ``unfinished``: why the protection
+    leaves unprotected; in deterministic mode, whose search has spent its work by then, on
+    the wall clock until ``end``, as the audit (the same LPs, so the same cells, unless
+    the call's time runs out first). ``unfinished``: why the protection
     of ``y`` stopped short of the end (time); a ``y`` the audit then rejects is a time
     limit, not a failure of the table."""
     n = len(p.values)
@@ -134,17 +137,19 @@ def finish(
         return result(none, status, message)
     if y is None:
         pattern, todo = partial
-        p.deadline = end if search_end is None else search_end
-        att.set_pattern(pattern)
+        deterministic = isinstance(highs.clock(), highs.WorkClock)
+        p.deadline = end if search_end is None or deterministic else search_end
         short, unchecked = set(), set()
-        for i, sense, level in todo:
-            if i in short or i in unchecked:
-                continue
-            value, _, outcome = att.reach(i, sense)
-            if outcome != "optimal":
-                unchecked.add(i)
-            elif not highs.reaches(value, level, p.values[i]):
-                short.add(i)
+        with highs.wall_clock() if deterministic else contextlib.nullcontext():
+            att.set_pattern(pattern)
+            for i, sense, level in todo:
+                if i in short or i in unchecked:
+                    continue
+                value, _, outcome = att.reach(i, sense)
+                if outcome != "optimal":
+                    unchecked.add(i)
+                elif not highs.reaches(value, level, p.values[i]):
+                    short.add(i)
         unchecked -= short
         cells = short | unchecked
         total = int(p.sensitive.sum())
