@@ -317,8 +317,8 @@ def main(argv: list[str] | None = None) -> None:
             runs.append(lambda inst=inst: [ours(inst, "exact", args.exact_limit, work_limit=work)])
         if tau_ok:
             if inst.g.n_cells <= TAU_OPT_MAX_CELLS:
-                runs.append(lambda inst=inst: tau(inst, "OPT", args.tau_limit, work))
-            runs.append(lambda inst=inst: tau(inst, "MOD", args.tau_limit, work))
+                runs.append(lambda inst=inst: tau(inst, "OPT", args.tau_limit, work_limit=work))
+            runs.append(lambda inst=inst: tau(inst, "MOD", args.tau_limit, work_limit=work))
         for run in runs:
             for row in run():
                 rows.append(row)
