@@ -549,3 +549,101 @@ def test_a_warm_start_gone_astray_is_not_an_infeasible_table():
     assert iv.status == "optimal" and iv.certified.all()
     x = p.values[iv.cells]
     assert (iv.lower <= x + 1e-6 * np.abs(x)).all() and (iv.upper >= x - 1e-6 * np.abs(x)).all()
+
+
+# --- aggregations of cells with common parts (found 2026-11-27) ---------------------------
+
+
+def _linked_with_a_singleton():
+    """Linked tables region x size and nace x region over union leaves (region, size,
+    nace); (N1, s, F) is one respondent of 100, (N1, m, C) one of 1, (N1, s, C) ten of 20.
+    Returns the problem, the magnitudes' values and a cell-index function."""
+    from service.sdc import magnitudes, primary
+    from service.sdc.magnitudes import Contributions
+    from service.sdc.problem import TableProblem
+    from service.sdc.rules import PPercent
+    from service.sdc.unions import UnionSource
+
+    region = Hierarchy.flat("region", ["N1", "N2"], "T")
+    size = Hierarchy.flat("size", ["s", "m"], "T")
+    nace = Hierarchy.flat("nace", ["C", "F"], "T")
+    linked = LinkedTables([Table([region, size]), Table([nace, region])])
+    union = linked.union_table
+    leaves = {
+        ("N1", "s", "C"): [20] * 10,
+        ("N1", "s", "F"): [100],
+        ("N1", "m", "C"): [1],
+        ("N1", "m", "F"): [30] * 10,
+        ("N2", "s", "C"): [500] + [2] * 5,
+        ("N2", "s", "F"): [40] * 2,
+        ("N2", "m", "C"): [40] * 5,
+        ("N2", "m", "F"): [40] * 5,
+    }
+    ids = iter(range(1000, 10**6))
+    by_leaf = {k: [(next(ids), float(a)) for a in v] for k, v in leaves.items()}
+    leaf_cells = np.flatnonzero(union.is_leaf)
+    g = union.aggregation.tocsr()
+    cell, value, holding = [], [], []
+    for i, u in enumerate(np.asarray(linked.union_index).tolist()):
+        for j in g.indices[g.indptr[u] : g.indptr[u + 1]].tolist():
+            for r, a in by_leaf[union.key(int(leaf_cells[j]))]:
+                cell.append(i), value.append(a), holding.append(r)
+    rules = primary.RuleSet((PPercent(20.0),))
+    m = magnitudes.from_contributions(
+        linked.n_cells,
+        np.array(cell),
+        np.array(value),
+        holding=np.array(holding),
+        depth=rules.depth,
+    )
+    v = primary.assess(m, rules)
+    source = UnionSource(
+        m, rules, contributions=Contributions(np.array(cell), np.array(value), np.array(holding))
+    )
+    problem = TableProblem.of(
+        linked, m.value, v.sensitive, v.upper_protection, v.lower_protection, unions=source
+    )
+
+    def at(*key):
+        return int(np.flatnonzero(linked.union_index == union.cell_index(key))[0])
+
+    return problem, m.value, at
+
+
+def test_an_aggregation_of_linked_cells_with_common_parts_is_not_certified():
+    """The cells (N1, s) and (C, N1) of two linked tables share the union leaf (N1, s, C);
+    with both hidden, their difference is published and equals x(N1, s, F) - x(N1, m, C) =
+    100 - 1: the one respondent of (N1, m, C) learns the singleton to within 1%. Judged
+    cell by cell, the ten respondents of (N1, s, C) counted in both cells made it look
+    safe, and the audit said ``safe``; now a group of hidden cells that share a part is not
+    certified (``aggregations._shared_parts``), whatever else it decides."""
+    from service.sdc.audit import audit_pattern
+    from tests import bruteforce
+
+    problem, values, at = _linked_with_a_singleton()
+    pattern = np.zeros(len(values), bool)
+    for key in [("N1", "s", "T"), ("N2", "s", "T"), ("N1", "T", "T"), ("N2", "T", "T")]:
+        pattern[at(*key)] = True
+    pattern[[at("N1", "T", "C"), at("N2", "T", "C")]] = True
+    assert pattern[problem.sensitive].all()
+    lam = np.zeros(len(values))
+    lam[at("N1", "s", "T")], lam[at("N1", "T", "C")] = 1, -1
+    assert bruteforce.in_row_space(problem.relations.toarray(), pattern, lam)
+    assert lam @ values == 99.0
+    result = audit_pattern(problem, pattern)
+    assert result.verdict == "uncertified"
+    assert result.aggregations.status == "undecided"
+    assert "share contributions" in result.aggregations.message
+
+
+def test_cells_without_common_parts_are_still_judged():
+    """The guard leaves alone a group whose hidden cells share no part: the cells
+    (N1, s) and (N2, m) of one linked table, hidden with nothing else, are judged (no
+    relation holds only them, so nothing is published: safe)."""
+    from service.sdc.aggregations import check_aggregations
+
+    problem, values, at = _linked_with_a_singleton()
+    pattern = np.zeros(len(values), bool)
+    pattern[[at("N1", "s", "T"), at("N2", "m", "T")]] = True
+    check = check_aggregations(problem.structure, values, pattern, problem.unions)
+    assert check.status == "safe", check.message

@@ -473,6 +473,7 @@ def check_aggregations(
 
     if deviations is not None:
         deviations.flush()
+    parts = _shared_parts(relations, source)
     batch: list[tuple[bytes | None, _Group]] = []
     # Only a check that publishes derived cells (the final audit) can have a group strictly
     # within a proven one: the rounds' patterns only grow.
@@ -486,6 +487,14 @@ def check_aggregations(
             screened += 1
             statuses.append("safe")
             proven.add(tag)
+            continue
+        if parts is not None and _overlap(parts, work.cells[members]):
+            # Judged cell by cell, aggregations of cells with common parts can understate
+            # disclosure (see _shared_parts): not certified.
+            groups += 1
+            statuses.append("undecided")
+            undecided.append(work.cells[members])
+            work.why.add(SHARED_PARTS)
             continue
         batch.append((tag, build()))
         if len(batch) == _BATCH_GROUPS:
@@ -521,6 +530,50 @@ def check_aggregations(
         messages[status],
         tuple(failing),
     )
+
+
+#: Why a group of hidden cells that share parts is left undecided (:func:`_shared_parts`).
+SHARED_PARTS = (
+    "hidden cells share contributions (a margin and a cell within it, or cells of linked "
+    "tables over common parts) while the aggregation check can only judge cells as disjoint "
+    "atoms, which can understate what an aggregation discloses; not certified"
+)
+
+
+def _shared_parts(relations, source: UnionSource) -> sp.csr_matrix | None:
+    """Cells by their finest parts (leaf cells of a table, of the union of linked tables)
+    when the check judges each cell as an atom of its own although cells share parts, else
+    None (the leaf atom map, or no structure to tell).
+
+    Seed 002 section 5 writes ``X_A^r = sum_i |lambda_i x_i^r|`` for cells without common
+    parts; with common parts a respondent's share is counted once per cell it lies in,
+    with opposite signs added up as if they did not cancel. That is not conservative
+    (found 2026-11-27): linked tables region x size and nace x region, cells (N1, s) and
+    (C, N1) both hidden; their difference is published and equals x(N1, s, F) - x(N1, m, C)
+    = 100 - 1, so the one respondent of (N1, m, C) learns the singleton of (N1, s, F) to
+    within 1%, while the cell-by-cell judgement counts the ten respondents of (N1, s, C),
+    in both cells, twice and calls it safe. Until aggregations are judged on the finest
+    parts there, a group of hidden cells that share one is not certified
+    (:data:`SHARED_PARTS`)."""
+    if getattr(relations, "union_table", None) is not None:
+        union = relations.union_table
+        return sp.csr_matrix(union.aggregation)[np.asarray(relations.union_index)]
+    aggregation = getattr(relations, "aggregation", None)
+    if aggregation is None or getattr(relations, "is_leaf", None) is None:
+        return None
+    if not _is_identity(atom_map(relations, source)):
+        return None  # judged on the leaves: no shared parts among atoms
+    return sp.csr_matrix(aggregation)
+
+
+def _is_identity(g: sp.csr_matrix) -> bool:
+    return g.nnz == g.shape[0] and bool((g.indices == np.arange(g.shape[0])).all())
+
+
+def _overlap(parts: sp.csr_matrix, cells: np.ndarray) -> bool:
+    """Whether two of ``cells`` share a part (a row of ``parts`` each)."""
+    rows = parts[cells]
+    return bool(rows.nnz) and int(np.bincount(rows.indices).max()) > 1
 
 
 @dataclass(frozen=True)
