@@ -1746,6 +1746,15 @@ class _Group:
         w = self.w
         form = w.forms[k]
         n, n_rel = self.bt.shape
+        # An atom without contributions holds no respondent to attack, and an aggregation
+        # of such atoms alone has no magnitude (T = S = 0 meets a strict rule's floor, and
+        # the exact rule then rejects that point, leaving the group undecided): they are
+        # not among the attacked atoms P, and their moves are free (they change neither S
+        # nor T). With no attacked atom left no aggregation is sensitive.
+        empty = w.resp.total[self.pos] <= 0
+        near = near & ~empty
+        if not near.any():
+            return "safe", None, "mip"
         P = np.flatnonzero(near)
         N = np.flatnonzero(~near)
         scale = max(float(w.resp.total[self.pos].max(initial=0.0)), 1e-12)
@@ -1755,6 +1764,7 @@ class _Group:
         cap = np.ones(n)
         with np.errstate(divide="ignore"):
             cap[N] = D / (-s_atom[N])
+        cap[empty] = np.inf
         cap[self.unknown] = 0.0
 
         # Candidate respondents: the m largest single-atom respondents of each atom, and
