@@ -647,3 +647,77 @@ def test_cells_without_common_parts_are_still_judged():
     pattern[[at("N1", "s", "T"), at("N2", "m", "T")]] = True
     check = check_aggregations(problem.structure, values, pattern, problem.unions)
     assert check.status == "safe", check.message
+
+
+def test_aggregations_across_groups_of_linked_cells_with_common_parts_are_not_certified():
+    """Two groups of hidden cells (one per linked table, no relation in common) whose cells
+    overlap in union leaves: a sum of the two groups' aggregations is an aggregation too,
+    judged in neither group, and on the leaves it is sensitive under the (p,q)-rule (a
+    helper's campaign: both methods returned this pattern as safe after the guard only
+    looked within a group). Every group holding a cell that shares a part with another
+    hidden cell, in any group, is now undecided."""
+    from service.sdc import magnitudes, primary
+    from service.sdc.audit import audit_pattern
+    from service.sdc.magnitudes import Contributions
+    from service.sdc.problem import TableProblem
+    from service.sdc.rules import PriorPosterior
+    from service.sdc.unions import UnionSource
+    from tests import bruteforce
+
+    leaves = {
+        ("N1", "s", "C"): [(1000, 1000), (1001, 10)],
+        ("N1", "s", "F"): [(1002, 300), (1003, 100), (1004, 1000), (1005, 100)],
+        ("N1", "m", "C"): [(1006, 10), (7, 3), (1008, 1)],
+        ("N1", "m", "F"): [(1009, 1), (1010, 100)],
+        ("N2", "s", "C"): [(7, 1), (1012, 1000)],
+        ("N2", "s", "F"): [(1013, 100), (7, 300)],
+        ("N2", "m", "C"): [(1014, 1)],
+        ("N2", "m", "F"): [(1015, 300), (1016, 10), (1017, 100)],
+        ("S1", "s", "C"): [(1018, 10)],
+        ("S1", "s", "F"): [(1019, 300), (1020, 10), (1021, 10)],
+        ("S1", "m", "C"): [(1022, 1000), (1023, 1000)],
+        ("S1", "m", "F"): [(1024, 3), (1025, 3)],
+    }
+    region = Hierarchy.flat("region", ["N1", "N2", "S1"], "T")
+    linked = LinkedTables(
+        [
+            Table([region, Hierarchy.flat("size", ["s", "m"], "T")]),
+            Table([Hierarchy.flat("nace", ["C", "F"], "T"), region]),
+        ]
+    )
+    union = linked.union_table
+    g = union.aggregation.tocsr()
+    leaf_cells = np.flatnonzero(union.is_leaf)
+    by_leaf = [leaves[union.key(int(c))] for c in leaf_cells]
+    cell_leaves = [g.indices[g.indptr[u] : g.indptr[u + 1]].tolist() for u in linked.union_index]
+    per_cell = [[rc for j in ls for rc in by_leaf[j]] for ls in cell_leaves]
+    cell = np.array([i for i, lst in enumerate(per_cell) for _ in lst])
+    value = np.array([float(a) for lst in per_cell for _, a in lst])
+    holding = np.array([r for lst in per_cell for r, _ in lst])
+    rules = primary.RuleSet((PriorPosterior(20.0, 60.0),))
+    m = magnitudes.from_contributions(
+        linked.n_cells, cell, value, holding=holding, depth=rules.depth
+    )
+    v = primary.assess(m, rules)
+    source = UnionSource(m, rules, contributions=Contributions(cell, value, holding))
+    problem = TableProblem.of(
+        linked, m.value, v.sensitive, v.upper_protection, v.lower_protection, unions=source
+    )
+    at = {union.key(int(u)): i for i, u in enumerate(np.asarray(linked.union_index).tolist())}
+    pattern = np.zeros(linked.n_cells, bool)
+    for r in ("N1", "N2", "S1"):
+        for key in [(r, "s", "T"), (r, "m", "T"), (r, "T", "C"), (r, "T", "F")]:
+            pattern[at[key]] = True
+    assert pattern[v.sensitive].all()
+    lam = np.zeros(linked.n_cells)
+    for key, c in [(("N1", "T", "C"), -1), (("N2", "T", "C"), -1), (("S1", "T", "C"), -1)]:
+        lam[at[key]] = c
+    for key, c in [(("N1", "m", "T"), 1), (("S1", "m", "T"), 1), (("N2", "s", "T"), -1)]:
+        lam[at[key]] = c
+    assert bruteforce.in_row_space(linked.relations.toarray(), pattern, lam)
+    atoms = [[(j, 1) for j in ls] for ls in cell_leaves]
+    on_leaves = [[(r, float(a)) for r, a in contributions] for contributions in by_leaf]
+    assert bruteforce.is_sensitive(lam, on_leaves, ("pq", 20, 60), atoms=atoms)[0]
+    result = audit_pattern(problem, pattern)
+    assert result.verdict == "uncertified"
+    assert "share contributions" in result.aggregations.message

@@ -474,6 +474,9 @@ def check_aggregations(
     if deviations is not None:
         deviations.flush()
     parts = _shared_parts(relations, source)
+    # Hidden cells that share a part with another hidden cell, in any group: aggregations
+    # of two groups add up too, and their sum is judged nowhere.
+    sharing = _sharing(parts, work.cells) if parts is not None else None
     batch: list[tuple[bytes | None, _Group]] = []
     # Only a check that publishes derived cells (the final audit) can have a group strictly
     # within a proven one: the rounds' patterns only grow.
@@ -488,7 +491,7 @@ def check_aggregations(
             statuses.append("safe")
             proven.add(tag)
             continue
-        if parts is not None and _overlap(parts, work.cells[members]):
+        if sharing is not None and sharing[members].any():
             # Judged cell by cell, aggregations of cells with common parts can understate
             # disclosure (see _shared_parts): not certified.
             groups += 1
@@ -553,8 +556,9 @@ def _shared_parts(relations, source: UnionSource) -> sp.csr_matrix | None:
     = 100 - 1, so the one respondent of (N1, m, C) learns the singleton of (N1, s, F) to
     within 1%, while the cell-by-cell judgement counts the ten respondents of (N1, s, C),
     in both cells, twice and calls it safe. Until aggregations are judged on the finest
-    parts there, a group of hidden cells that share one is not certified
-    (:data:`SHARED_PARTS`)."""
+    parts there, a group holding a hidden cell that shares a part with another hidden
+    cell, in any group (two groups' aggregations add up to one judged in neither), is not
+    certified (:data:`SHARED_PARTS`)."""
     if getattr(relations, "union_table", None) is not None:
         union = relations.union_table
         return sp.csr_matrix(union.aggregation)[np.asarray(relations.union_index)]
@@ -570,10 +574,13 @@ def _is_identity(g: sp.csr_matrix) -> bool:
     return g.nnz == g.shape[0] and bool((g.indices == np.arange(g.shape[0])).all())
 
 
-def _overlap(parts: sp.csr_matrix, cells: np.ndarray) -> bool:
-    """Whether two of ``cells`` share a part (a row of ``parts`` each)."""
+def _sharing(parts: sp.csr_matrix, cells: np.ndarray) -> np.ndarray:
+    """Which of ``cells`` share a part (a row of ``parts`` each) with another of them."""
     rows = parts[cells]
-    return bool(rows.nnz) and int(np.bincount(rows.indices).max()) > 1
+    if not rows.nnz:
+        return np.zeros(len(cells), bool)
+    shared = np.bincount(rows.indices, minlength=rows.shape[1]) > 1
+    return np.asarray(rows @ shared.astype(float)).ravel() > 0
 
 
 @dataclass(frozen=True)
