@@ -351,8 +351,10 @@ def atom_map(relations, source: UnionSource) -> sp.csr_matrix:
     ``X_A^r = sum_i |lambda_i x_i^r|`` for cells without common parts; with nested cells
     that formula would count a contribution once per cell it lies in, and would judge the
     relation "total = sum of its parts", all suppressed, as a published aggregation of
-    value 0). Otherwise every cell is an atom of its own: the seed's formula, which can
-    only overstate a respondent's share.
+    value 0). Otherwise every cell is an atom of its own: the seed's formula, right for
+    cells without common parts; for cells with common parts (a margin and a cell within
+    it, linked tables) it can understate what an aggregation discloses, so groups with
+    such cells are not certified (:func:`_shared_parts`).
     """
     n = source.cells.n_cells
     leaf = getattr(relations, "is_leaf", None)
@@ -473,7 +475,7 @@ def check_aggregations(
 
     if deviations is not None:
         deviations.flush()
-    parts = _shared_parts(relations, source)
+    parts = _shared_parts(relations, work.table.g)
     # Hidden cells that share a part with another hidden cell, in any group: aggregations
     # of two groups add up too, and their sum is judged nowhere.
     sharing = _sharing(parts, work.cells) if parts is not None else None
@@ -543,10 +545,11 @@ SHARED_PARTS = (
 )
 
 
-def _shared_parts(relations, source: UnionSource) -> sp.csr_matrix | None:
+def _shared_parts(relations, atoms: sp.csr_matrix) -> sp.csr_matrix | None:
     """Cells by their finest parts (leaf cells of a table, of the union of linked tables)
-    when the check judges each cell as an atom of its own although cells share parts, else
-    None (the leaf atom map, or no structure to tell).
+    when the check judges each cell as an atom of its own (``atoms``, the check's
+    :func:`atom_map`, the identity) although cells share parts, else None (the leaf atom
+    map, or no structure to tell).
 
     Seed 002 section 5 writes ``X_A^r = sum_i |lambda_i x_i^r|`` for cells without common
     parts; with common parts a respondent's share is counted once per cell it lies in,
@@ -565,12 +568,13 @@ def _shared_parts(relations, source: UnionSource) -> sp.csr_matrix | None:
     aggregation = getattr(relations, "aggregation", None)
     if aggregation is None or getattr(relations, "is_leaf", None) is None:
         return None
-    if not _is_identity(atom_map(relations, source)):
+    if not _is_identity(atoms):
         return None  # judged on the leaves: no shared parts among atoms
     return sp.csr_matrix(aggregation)
 
 
 def _is_identity(g: sp.csr_matrix) -> bool:
+    """Whether the atom map ``g`` makes every cell an atom of its own."""
     return g.nnz == g.shape[0] and bool((g.indices == np.arange(g.shape[0])).all())
 
 
