@@ -616,7 +616,7 @@ def test_an_aggregation_of_linked_cells_with_common_parts_is_not_certified():
     100 - 1: the one respondent of (N1, m, C) learns the singleton to within 1%. Judged
     cell by cell, the ten respondents of (N1, s, C) counted in both cells made it look
     safe, and the audit said ``safe``; now a group of hidden cells that share a part is not
-    certified (``aggregations._shared_parts``), whatever else it decides."""
+    certified (``aggregations._sharing``), whatever else it decides."""
     from service.sdc.audit import audit_pattern
     from tests import bruteforce
 

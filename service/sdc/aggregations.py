@@ -354,7 +354,7 @@ def atom_map(relations, source: UnionSource) -> sp.csr_matrix:
     value 0). Otherwise every cell is an atom of its own: the seed's formula, right for
     cells without common parts; for cells with common parts (a margin and a cell within
     it, linked tables) it can understate what an aggregation discloses, so groups with
-    such cells are not certified (:func:`_shared_parts`).
+    such cells are not certified (:func:`_sharing`).
     """
     n = source.cells.n_cells
     leaf = getattr(relations, "is_leaf", None)
@@ -475,10 +475,9 @@ def check_aggregations(
 
     if deviations is not None:
         deviations.flush()
-    parts = _shared_parts(relations, work.table.g)
     # Hidden cells that share a part with another hidden cell, in any group: aggregations
     # of two groups add up too, and their sum is judged nowhere.
-    sharing = _sharing(parts, work.cells) if parts is not None else None
+    sharing = _sharing(relations, work.table.g, work.cells)
     batch: list[tuple[bytes | None, _Group]] = []
     # Only a check that publishes derived cells (the final audit) can have a group strictly
     # within a proven one: the rounds' patterns only grow.
@@ -495,7 +494,7 @@ def check_aggregations(
             continue
         if sharing is not None and sharing[members].any():
             # Judged cell by cell, aggregations of cells with common parts can understate
-            # disclosure (see _shared_parts): not certified.
+            # disclosure (see _sharing): not certified.
             groups += 1
             statuses.append("undecided")
             undecided.append(work.cells[members])
@@ -537,7 +536,7 @@ def check_aggregations(
     )
 
 
-#: Why a group of hidden cells that share parts is left undecided (:func:`_shared_parts`).
+#: Why a group of hidden cells that share parts is left undecided (:func:`_sharing`).
 SHARED_PARTS = (
     "hidden cells share contributions (a margin and a cell within it, or cells of linked "
     "tables over common parts) while the aggregation check can only judge cells as disjoint "
@@ -545,11 +544,11 @@ SHARED_PARTS = (
 )
 
 
-def _shared_parts(relations, atoms: sp.csr_matrix) -> sp.csr_matrix | None:
-    """Cells by their finest parts (leaf cells of a table, of the union of linked tables)
-    when the check judges each cell as an atom of its own (``atoms``, the check's
-    :func:`atom_map`, the identity) although cells share parts, else None (the leaf atom
-    map, or no structure to tell).
+def _sharing(relations, atoms: sp.csr_matrix, cells: np.ndarray) -> np.ndarray | None:
+    """Which of the hidden ``cells`` share a part (a leaf cell of a table, of the union of
+    linked tables) with another of them, when the check judges each cell as an atom of its
+    own (``atoms``, the check's :func:`atom_map`, the identity); None where it judges the
+    leaves (no shared parts among atoms) or the structure cannot tell.
 
     Seed 002 section 5 writes ``X_A^r = sum_i |lambda_i x_i^r|`` for cells without common
     parts; with common parts a respondent's share is counted once per cell it lies in,
@@ -561,30 +560,68 @@ def _shared_parts(relations, atoms: sp.csr_matrix) -> sp.csr_matrix | None:
     in both cells, twice and calls it safe. Until aggregations are judged on the finest
     parts there, a group holding a hidden cell that shares a part with another hidden
     cell, in any group (two groups' aggregations add up to one judged in neither), is not
-    certified (:data:`SHARED_PARTS`)."""
-    if getattr(relations, "union_table", None) is not None:
-        union = relations.union_table
-        return sp.csr_matrix(union.aggregation)[np.asarray(relations.union_index)]
-    aggregation = getattr(relations, "aggregation", None)
-    if aggregation is None or getattr(relations, "is_leaf", None) is None:
+    certified (:data:`SHARED_PARTS`).
+
+    Two cells share a leaf when, in every dimension, their codes' leaves meet: with each
+    code's leaves numbered depth first (an interval, :func:`_leaf_intervals`), when the
+    intervals overlap. Read from the codes, never from the cross-classification of linked
+    tables (which may be far larger than they are), pair by pair in blocks of
+    :data:`_PAIRS_PER_BLOCK`."""
+    if getattr(relations, "union_index", None) is not None:
+        index = np.asarray(relations.union_index)[cells]
+        positions = np.stack(np.unravel_index(index, relations.shape), axis=1)
+    elif getattr(relations, "key_positions", None) is not None and _is_identity(atoms):
+        positions = np.asarray(relations.key_positions)[cells]
+    else:
         return None
-    if not _is_identity(atoms):
-        return None  # judged on the leaves: no shared parts among atoms
-    return sp.csr_matrix(aggregation)
+    lo = np.empty(positions.shape, np.int64)
+    hi = np.empty(positions.shape, np.int64)
+    for d, h in enumerate(relations.dimensions):
+        first, end = _leaf_intervals(h)
+        lo[:, d], hi[:, d] = first[positions[:, d]], end[positions[:, d]]
+    out = np.zeros(len(cells), bool)
+    step = max(1, _PAIRS_PER_BLOCK // max(len(cells), 1))
+    for i in range(0, len(cells), step):
+        meet = np.ones((min(step, len(cells) - i), len(cells)), bool)
+        for d in range(positions.shape[1]):
+            meet &= (lo[i : i + step, d, None] < hi[None, :, d]) & (
+                lo[None, :, d] < hi[i : i + step, d, None]
+            )
+        meet[np.arange(meet.shape[0]), i + np.arange(meet.shape[0])] = False
+        out[i : i + step] = meet.any(axis=1)
+    return out
+
+
+#: Pairs of hidden cells compared at once by :func:`_sharing` (its memory: a byte each).
+_PAIRS_PER_BLOCK = 4_000_000
+
+
+def _leaf_intervals(h) -> tuple[np.ndarray, np.ndarray]:
+    """Each code of hierarchy ``h`` as the interval ``[first, end)`` of its leaves,
+    numbered depth first (so that every code's leaves are consecutive)."""
+    first = np.zeros(h.n_codes, np.int64)
+    end = np.zeros(h.n_codes, np.int64)
+    count = 0
+    stack = [(int(r), False) for r in np.flatnonzero(np.asarray(h.parent) < 0)[::-1]]
+    while stack:
+        code, closing = stack.pop()
+        if closing:
+            end[code] = count
+            continue
+        first[code] = count
+        kids = h.children_idx[h.children_ptr[code] : h.children_ptr[code + 1]]
+        if not kids.size:
+            count += 1
+            end[code] = count
+            continue
+        stack.append((code, True))
+        stack.extend((int(k), False) for k in kids[::-1])
+    return first, end
 
 
 def _is_identity(g: sp.csr_matrix) -> bool:
     """Whether the atom map ``g`` makes every cell an atom of its own."""
     return g.nnz == g.shape[0] and bool((g.indices == np.arange(g.shape[0])).all())
-
-
-def _sharing(parts: sp.csr_matrix, cells: np.ndarray) -> np.ndarray:
-    """Which of ``cells`` share a part (a row of ``parts`` each) with another of them."""
-    rows = parts[cells]
-    if not rows.nnz:
-        return np.zeros(len(cells), bool)
-    shared = np.bincount(rows.indices, minlength=rows.shape[1]) > 1
-    return np.asarray(rows @ shared.astype(float)).ravel() > 0
 
 
 @dataclass(frozen=True)
