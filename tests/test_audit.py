@@ -554,22 +554,55 @@ def test_a_warm_start_gone_astray_is_not_an_infeasible_table():
 # --- aggregations of cells with common parts (found 2026-11-27) ---------------------------
 
 
-def _linked_with_a_singleton():
-    """Linked tables region x size and nace x region over union leaves (region, size,
-    nace); (N1, s, F) is one respondent of 100, (N1, m, C) one of 1, (N1, s, C) ten of 20.
-    Returns the problem, the magnitudes' values and a cell-index function."""
+def _linked_problem(regions, leaves, rule):
+    """Linked tables region x size and nace x region (sizes s, m; nace C, F) over union
+    leaves (region, size, nace) with the respondents ``leaves`` gives them (``[(id,
+    amount)]``), every linked cell holding its union leaves' contributions. Returns the
+    problem, the magnitudes' values, a cell-index function of union keys, each linked
+    cell's union leaves (positions) and the contributions by union leaf."""
     from service.sdc import magnitudes, primary
     from service.sdc.magnitudes import Contributions
     from service.sdc.problem import TableProblem
-    from service.sdc.rules import PPercent
     from service.sdc.unions import UnionSource
 
-    region = Hierarchy.flat("region", ["N1", "N2"], "T")
-    size = Hierarchy.flat("size", ["s", "m"], "T")
-    nace = Hierarchy.flat("nace", ["C", "F"], "T")
-    linked = LinkedTables([Table([region, size]), Table([nace, region])])
+    region = Hierarchy.flat("region", regions, "T")
+    linked = LinkedTables(
+        [
+            Table([region, Hierarchy.flat("size", ["s", "m"], "T")]),
+            Table([Hierarchy.flat("nace", ["C", "F"], "T"), region]),
+        ]
+    )
     union = linked.union_table
-    leaves = {
+    g = union.aggregation.tocsr()
+    by_leaf = [leaves[union.key(int(c))] for c in np.flatnonzero(union.is_leaf)]
+    cell_leaves = [g.indices[g.indptr[u] : g.indptr[u + 1]].tolist() for u in linked.union_index]
+    per_cell = [[rc for j in ls for rc in by_leaf[j]] for ls in cell_leaves]
+    cell = np.array([i for i, lst in enumerate(per_cell) for _ in lst])
+    value = np.array([float(a) for lst in per_cell for _, a in lst])
+    holding = np.array([r for lst in per_cell for r, _ in lst])
+    rules = primary.RuleSet((rule,))
+    m = magnitudes.from_contributions(
+        linked.n_cells, cell, value, holding=holding, depth=rules.depth
+    )
+    v = primary.assess(m, rules)
+    source = UnionSource(m, rules, contributions=Contributions(cell, value, holding))
+    problem = TableProblem.of(
+        linked, m.value, v.sensitive, v.upper_protection, v.lower_protection, unions=source
+    )
+    index = {union.key(int(u)): i for i, u in enumerate(np.asarray(linked.union_index).tolist())}
+
+    def at(*key):
+        return index[key]
+
+    return problem, m.value, at, cell_leaves, by_leaf
+
+
+def _linked_with_a_singleton():
+    """:func:`_linked_problem` with (N1, s, F) one respondent of 100, (N1, m, C) one of 1,
+    (N1, s, C) ten of 20, under the p%-rule (p = 20)."""
+    from service.sdc.rules import PPercent
+
+    amounts = {
         ("N1", "s", "C"): [20] * 10,
         ("N1", "s", "F"): [100],
         ("N1", "m", "C"): [1],
@@ -580,34 +613,9 @@ def _linked_with_a_singleton():
         ("N2", "m", "F"): [40] * 5,
     }
     ids = iter(range(1000, 10**6))
-    by_leaf = {k: [(next(ids), float(a)) for a in v] for k, v in leaves.items()}
-    leaf_cells = np.flatnonzero(union.is_leaf)
-    g = union.aggregation.tocsr()
-    cell, value, holding = [], [], []
-    for i, u in enumerate(np.asarray(linked.union_index).tolist()):
-        for j in g.indices[g.indptr[u] : g.indptr[u + 1]].tolist():
-            for r, a in by_leaf[union.key(int(leaf_cells[j]))]:
-                cell.append(i), value.append(a), holding.append(r)
-    rules = primary.RuleSet((PPercent(20.0),))
-    m = magnitudes.from_contributions(
-        linked.n_cells,
-        np.array(cell),
-        np.array(value),
-        holding=np.array(holding),
-        depth=rules.depth,
-    )
-    v = primary.assess(m, rules)
-    source = UnionSource(
-        m, rules, contributions=Contributions(np.array(cell), np.array(value), np.array(holding))
-    )
-    problem = TableProblem.of(
-        linked, m.value, v.sensitive, v.upper_protection, v.lower_protection, unions=source
-    )
-
-    def at(*key):
-        return int(np.flatnonzero(linked.union_index == union.cell_index(key))[0])
-
-    return problem, m.value, at
+    leaves = {k: [(next(ids), float(a)) for a in v] for k, v in amounts.items()}
+    problem, values, at, _, _ = _linked_problem(["N1", "N2"], leaves, PPercent(20.0))
+    return problem, values, at
 
 
 def test_an_aggregation_of_linked_cells_with_common_parts_is_not_certified():
@@ -656,12 +664,8 @@ def test_aggregations_across_groups_of_linked_cells_with_common_parts_are_not_ce
     helper's campaign: both methods returned this pattern as safe after the guard only
     looked within a group). Every group holding a cell that shares a part with another
     hidden cell, in any group, is now undecided."""
-    from service.sdc import magnitudes, primary
     from service.sdc.audit import audit_pattern
-    from service.sdc.magnitudes import Contributions
-    from service.sdc.problem import TableProblem
     from service.sdc.rules import PriorPosterior
-    from service.sdc.unions import UnionSource
     from tests import bruteforce
 
     leaves = {
@@ -678,43 +682,21 @@ def test_aggregations_across_groups_of_linked_cells_with_common_parts_are_not_ce
         ("S1", "m", "C"): [(1022, 1000), (1023, 1000)],
         ("S1", "m", "F"): [(1024, 3), (1025, 3)],
     }
-    region = Hierarchy.flat("region", ["N1", "N2", "S1"], "T")
-    linked = LinkedTables(
-        [
-            Table([region, Hierarchy.flat("size", ["s", "m"], "T")]),
-            Table([Hierarchy.flat("nace", ["C", "F"], "T"), region]),
-        ]
+    problem, _, at, cell_leaves, by_leaf = _linked_problem(
+        ["N1", "N2", "S1"], leaves, PriorPosterior(20.0, 60.0)
     )
-    union = linked.union_table
-    g = union.aggregation.tocsr()
-    leaf_cells = np.flatnonzero(union.is_leaf)
-    by_leaf = [leaves[union.key(int(c))] for c in leaf_cells]
-    cell_leaves = [g.indices[g.indptr[u] : g.indptr[u + 1]].tolist() for u in linked.union_index]
-    per_cell = [[rc for j in ls for rc in by_leaf[j]] for ls in cell_leaves]
-    cell = np.array([i for i, lst in enumerate(per_cell) for _ in lst])
-    value = np.array([float(a) for lst in per_cell for _, a in lst])
-    holding = np.array([r for lst in per_cell for r, _ in lst])
-    rules = primary.RuleSet((PriorPosterior(20.0, 60.0),))
-    m = magnitudes.from_contributions(
-        linked.n_cells, cell, value, holding=holding, depth=rules.depth
-    )
-    v = primary.assess(m, rules)
-    source = UnionSource(m, rules, contributions=Contributions(cell, value, holding))
-    problem = TableProblem.of(
-        linked, m.value, v.sensitive, v.upper_protection, v.lower_protection, unions=source
-    )
-    at = {union.key(int(u)): i for i, u in enumerate(np.asarray(linked.union_index).tolist())}
-    pattern = np.zeros(linked.n_cells, bool)
+    n = len(cell_leaves)
+    pattern = np.zeros(n, bool)
     for r in ("N1", "N2", "S1"):
         for key in [(r, "s", "T"), (r, "m", "T"), (r, "T", "C"), (r, "T", "F")]:
-            pattern[at[key]] = True
-    assert pattern[v.sensitive].all()
-    lam = np.zeros(linked.n_cells)
+            pattern[at(*key)] = True
+    assert pattern[problem.sensitive].all()
+    lam = np.zeros(n)
     for key, c in [(("N1", "T", "C"), -1), (("N2", "T", "C"), -1), (("S1", "T", "C"), -1)]:
-        lam[at[key]] = c
+        lam[at(*key)] = c
     for key, c in [(("N1", "m", "T"), 1), (("S1", "m", "T"), 1), (("N2", "s", "T"), -1)]:
-        lam[at[key]] = c
-    assert bruteforce.in_row_space(linked.relations.toarray(), pattern, lam)
+        lam[at(*key)] = c
+    assert bruteforce.in_row_space(problem.relations.toarray(), pattern, lam)
     atoms = [[(j, 1) for j in ls] for ls in cell_leaves]
     on_leaves = [[(r, float(a)) for r, a in contributions] for contributions in by_leaf]
     assert bruteforce.is_sensitive(lam, on_leaves, ("pq", 20, 60), atoms=atoms)[0]
