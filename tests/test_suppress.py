@@ -700,3 +700,31 @@ def test_a_table_with_an_empty_leaf_gets_a_safe_pattern(method):
     r = suppress(problem, cost=cell_costs("value", m.value), method=method, time_limit=60)
     assert r.safe and r.audit.verdict == "safe", r.message
     assert r.suppressed[v.sensitive].all() and r.secondary.any()
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data(), three_d=st.booleans())
+def test_removals_refused_without_an_lp_disclose_a_sensitive_cell(data, three_d, monkeypatch):
+    """The clean-up and the trim refuse a removal that leaves a sensitive cell the only
+    hidden cell of a relation without solving an LP (``fast._leaves_alone``): each pattern
+    so refused gives that cell a point for its feasibility interval (the audit's LPs)."""
+    from service.sdc.audit import feasibility_intervals
+
+    fast_module = sys.modules["service.sdc.suppress.fast"]
+    real = fast_module._leaves_alone
+    refused = []
+
+    def audited(p, a_csc, trial, j):
+        out = real(p, a_csc, trial, j)
+        if out:
+            f = feasibility_intervals(p.a, p.values, trial)
+            exact = np.isclose(f.lower, f.upper, rtol=1e-9, atol=1e-9) & p.sensitive[f.cells]
+            assert exact.any(), j
+            refused.append(j)
+        return out
+
+    monkeypatch.setattr(fast_module, "_leaves_alone", audited)
+    t, x, sens, up, lo, unions = random_instance(data.draw, three_d)
+    problem = TableProblem.of(t, x, sens, up, lo, unions=unions)
+    suppress(problem, cost=cell_costs("value", x), method="fast", time_limit=8)
+    event(f"removals refused without an LP: {min(len(refused), 1)}")
