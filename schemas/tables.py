@@ -554,7 +554,8 @@ class SuppressReply(BaseModel):
     safe: bool = Field(
         description="a pattern was found and passed the audit; false: no "
         "pattern is returned and 'solver.message' says why (status "
-        "'no_safe_pattern': none within the constraints; 'time_limit': none "
+        "'no_safe_pattern': none within the constraints, or the one found cannot be "
+        "certified however long the audit runs; 'time_limit': none "
         "found and certified in time, 'solver.unprotected' lists the cells)"
     )
     cells: list[CellStatus] = Field(description="every cell of the table")

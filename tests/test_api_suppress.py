@@ -199,3 +199,45 @@ def test_count_table_refuses_fractions_and_contributions(client):
     body["cells"][2]["contributions"] = [{"value": 1}]
     r = client.post("/v1/suppress", json=body)
     assert r.status_code == 422 and r.json()["detail"][0]["field"] == "contributions"
+
+
+def test_linked_tables_as_their_cover_table(client):
+    """Linked tables region x size and nace x region sent as their cover table (README,
+    "Linked tables with contributions, certified today"): one table over the three
+    dimensions, contributions on its leaves, every cell outside the linked tables forced.
+    As linked tables the service cannot certify any pattern the search finds for them
+    (tests/test_audit.py); as the cover table the pattern is audited safe, with every
+    aggregation judged on the leaves, and hides every sensitive cell of the linked tables."""
+    from tests.test_audit import (
+        AMOUNTS_WITHOUT_A_DISJOINT_PATTERN,
+        _linked_without_a_disjoint_pattern,
+    )
+
+    linked, _, linked_at = _linked_without_a_disjoint_pattern()
+    cells = [
+        {"key": list(k), "contributions": [{"value": a} for a in v], "constraint": "force"}
+        for k, v in AMOUNTS_WITHOUT_A_DISJOINT_PATTERN.items()
+    ]
+    # The margins over regions of size x nace are in neither linked table either.
+    cells += [{"key": ["T", s, n], "constraint": "force"} for s in "sm" for n in "CF"]
+    request = {
+        "structure": {
+            "dimensions": [
+                {"name": "region", "leaves": ["N1", "N2", "S1"], "total": "T"},
+                {"name": "size", "leaves": ["s", "m"], "total": "T"},
+                {"name": "nace", "leaves": ["C", "F"], "total": "T"},
+            ]
+        },
+        "cells": cells,
+        "rules": {"rules": [{"type": "p_percent", "p": 20}]},
+    }
+    r = client.post("/v1/suppress", json=request)
+    assert r.status_code == 200, r.text
+    reply = r.json()
+    assert reply["safe"] and reply["audit"]["verdict"] == "safe", reply["solver"]["message"]
+    s = statuses(reply)
+    in_tables = [k for k in s if "T" in k[1:]]
+    sensitive = [k for k in in_tables if linked.sensitive[linked_at(*k)]]
+    assert len(sensitive) == 10
+    assert all(s[k] != "published" for k in sensitive)
+    assert all(v != "published" for k, v in s.items() if "T" not in k[1:])

@@ -554,12 +554,14 @@ def test_a_warm_start_gone_astray_is_not_an_infeasible_table():
 # --- aggregations of cells with common parts (found 2026-11-27) ---------------------------
 
 
-def _linked_problem(regions, leaves, rule):
+def _linked_problem(regions, leaves, rule, cover=False):
     """Linked tables region x size and nace x region (sizes s, m; nace C, F) over union
     leaves (region, size, nace) with the respondents ``leaves`` gives them (``[(id,
     amount)]``), every linked cell holding its union leaves' contributions. Returns the
     problem, the magnitudes' values, a cell-index function of union keys, each linked
-    cell's union leaves (positions) and the contributions by union leaf."""
+    cell's union leaves (positions) and the contributions by union leaf. With ``cover``
+    the problem is on their cover table instead (every cell of the union of the linked
+    tables, region x size x nace), with the same contributions."""
     from service.sdc import magnitudes, primary
     from service.sdc.magnitudes import Contributions
     from service.sdc.problem import TableProblem
@@ -573,23 +575,25 @@ def _linked_problem(regions, leaves, rule):
         ]
     )
     union = linked.union_table
+    space = union if cover else linked
+    in_union = np.arange(union.n_cells) if cover else np.asarray(linked.union_index)
     g = union.aggregation.tocsr()
     by_leaf = [leaves[union.key(int(c))] for c in np.flatnonzero(union.is_leaf)]
-    cell_leaves = [g.indices[g.indptr[u] : g.indptr[u + 1]].tolist() for u in linked.union_index]
+    cell_leaves = [g.indices[g.indptr[u] : g.indptr[u + 1]].tolist() for u in in_union]
     per_cell = [[rc for j in ls for rc in by_leaf[j]] for ls in cell_leaves]
     cell = np.array([i for i, lst in enumerate(per_cell) for _ in lst])
     value = np.array([float(a) for lst in per_cell for _, a in lst])
     holding = np.array([r for lst in per_cell for r, _ in lst])
     rules = primary.RuleSet((rule,))
     m = magnitudes.from_contributions(
-        linked.n_cells, cell, value, holding=holding, depth=rules.depth
+        space.n_cells, cell, value, holding=holding, depth=rules.depth
     )
     v = primary.assess(m, rules)
     source = UnionSource(m, rules, contributions=Contributions(cell, value, holding))
     problem = TableProblem.of(
-        linked, m.value, v.sensitive, v.upper_protection, v.lower_protection, unions=source
+        space, m.value, v.sensitive, v.upper_protection, v.lower_protection, unions=source
     )
-    index = {union.key(int(u)): i for i, u in enumerate(np.asarray(linked.union_index).tolist())}
+    index = {union.key(int(u)): i for i, u in enumerate(in_union.tolist())}
 
     def at(*key):
         return index[key]
@@ -703,3 +707,74 @@ def test_aggregations_across_groups_of_linked_cells_with_common_parts_are_not_ce
     result = audit_pattern(problem, pattern)
     assert result.verdict == "uncertified"
     assert "share contributions" in result.aggregations.message
+
+
+#: Respondents' amounts by union leaf of :func:`_linked_without_a_disjoint_pattern`.
+AMOUNTS_WITHOUT_A_DISJOINT_PATTERN = {
+    ("N1", "s", "C"): [100, 30, 3],
+    ("N1", "s", "F"): [1],
+    ("N1", "m", "C"): [1],
+    ("N1", "m", "F"): [300],
+    ("N2", "s", "C"): [1000, 30],
+    ("N2", "s", "F"): [1000, 300],
+    ("N2", "m", "C"): [30, 30],
+    ("N2", "m", "F"): [3, 300, 100],
+    ("S1", "s", "C"): [10],
+    ("S1", "s", "F"): [30, 1, 300],
+    ("S1", "m", "C"): [300, 3, 1],
+    ("S1", "m", "F"): [1, 30, 1],
+}
+
+
+def _linked_without_a_disjoint_pattern(cover=False):
+    """Linked tables (:func:`_linked_problem`, regions N1, N2, S1, p%-rule p = 20, ten
+    sensitive cells) for which both methods find only patterns that hide cells with
+    common parts; with ``cover``, their cover table."""
+    from service.sdc.rules import PPercent
+
+    ids = iter(range(1000, 10**6))
+    leaves = {
+        k: [(next(ids), float(a)) for a in v] for k, v in AMOUNTS_WITHOUT_A_DISJOINT_PATTERN.items()
+    }
+    problem, values, at, _, _ = _linked_problem(["N1", "N2", "S1"], leaves, PPercent(20.0), cover)
+    return problem, values, at
+
+
+def test_suppression_that_must_hide_linked_cells_with_common_parts_says_it_cannot_certify():
+    """Where the pattern found hides linked cells with common parts, the audit cannot
+    certify it however long it runs (``aggregations.SHARED_PARTS``): no pattern, with
+    status ``no_safe_pattern`` and the reason, not ``time_limit`` (which said the audit
+    had run out of time, and invited a retry with more)."""
+    from service.sdc.suppress import cell_costs, suppress
+
+    problem, values, _ = _linked_without_a_disjoint_pattern()
+    assert problem.sensitive.sum() == 10
+    for method in ("fast", "exact"):
+        r = suppress(problem, cost=cell_costs("value", values), method=method, time_limit=20)
+        assert r.status == "no_safe_pattern", (method, r.status, r.message)
+        assert not r.suppressed.any()
+        assert "cannot be certified" in r.message and "share contributions" in r.message
+
+
+def test_the_cover_table_of_linked_tables_gets_a_certified_pattern():
+    """The same linked tables solved on their cover table (region x size x nace, every
+    cell outside the linked tables hidden, at no cost, since none is published): the
+    aggregations are judged on its leaves, so the pattern is certified; it hides every
+    sensitive cell of the linked tables and passes a fresh audit."""
+    from service.sdc.audit import audit_pattern
+    from service.sdc.suppress import cell_costs, suppress
+
+    problem, values, at = _linked_without_a_disjoint_pattern(cover=True)
+    linked, _, linked_at = _linked_without_a_disjoint_pattern()
+    keys = [(r, s, n) for r in ("N1", "N2", "S1", "T") for s in "smT" for n in "CFT"]
+    in_tables = [key for key in keys if "T" in key[1:]]
+    published = np.zeros(len(values), bool)
+    published[[at(*key) for key in in_tables]] = True
+    cost = np.where(published, cell_costs("value", values), 0.0)
+    for method in ("fast", "exact"):
+        r = suppress(problem, cost=cost, method=method, time_limit=20, forced=~published)
+        assert r.status in ("feasible", "optimal"), (method, r.status, r.message)
+        assert r.audit.verdict == "safe"
+        assert audit_pattern(problem, r.suppressed).verdict == "safe"
+        for key in in_tables:
+            assert r.suppressed[at(*key)] >= linked.sensitive[linked_at(*key)]

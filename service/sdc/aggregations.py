@@ -210,6 +210,9 @@ class AggregationCheck:
         ``screen_only``): under a one-intruder rule, with the intruder's respondent in one
         of the atoms ``partners``; ``()`` when not proven wherever it sits
         (:meth:`Requirements.at`).
+    shared_parts : bool
+        Some group was left undecided because hidden cells share parts that the check
+        judges as separate atoms (:data:`SHARED_PARTS`): no time limit would decide it.
     """
 
     status: str
@@ -222,6 +225,7 @@ class AggregationCheck:
     seconds: float
     message: str
     failing: tuple = ()
+    shared_parts: bool = False
 
     @property
     def safe(self) -> bool:
@@ -533,6 +537,7 @@ def check_aggregations(
         time.perf_counter() - start,
         messages[status],
         tuple(failing),
+        SHARED_PARTS in work.why,
     )
 
 

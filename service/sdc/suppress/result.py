@@ -36,7 +36,9 @@ class SuppressionResult:
         certified in time and ``unprotected`` lists the sensitive cells left unprotected
         (``message`` says why): the table may well have a safe pattern.
         ``no_safe_pattern``: none exists within the caller's constraints, or the pattern
-        found failed the audit (``message`` says why).
+        found failed the audit, or cannot be certified however long the audit runs (hidden
+        cells with common parts, :data:`service.sdc.aggregations.SHARED_PARTS`);
+        ``message`` says why.
     objective : float
         Cost of the pattern's suppressions (all suppressed cells).
     lower_bound : float
@@ -182,7 +184,10 @@ def finish(
             message = f"{unfinished}, but the audit proved the pattern safe"
         return result(y, status, message, audit)
     reasons = "; ".join(audit.reasons)
-    late = audit.verdict == "uncertified"
+    # Uncertified for want of time, unless cells with common parts were hidden: those no
+    # time limit decides (aggregations.SHARED_PARTS), so that pattern is not passed.
+    sharing = audit.aggregations is not None and audit.aggregations.shared_parts
+    late = audit.verdict == "uncertified" and not sharing
     if known is not None and known[1].safe:
         # Never a pattern that did not pass; the audited incumbent did.
         return result(
@@ -216,7 +221,12 @@ def finish(
     return result(
         none,
         "no_safe_pattern",
-        "the pattern found did not pass the audit: " + reasons,
+        (
+            "the pattern found cannot be certified: "
+            if audit.verdict == "uncertified"
+            else "the pattern found did not pass the audit: "
+        )
+        + reasons,
         audit,
         unprotected,
     )
