@@ -201,43 +201,100 @@ def test_count_table_refuses_fractions_and_contributions(client):
     assert r.status_code == 422 and r.json()["detail"][0]["field"] == "contributions"
 
 
-def test_linked_tables_as_their_cover_table(client):
-    """Linked tables region x size and nace x region sent as their cover table (README,
-    "Linked tables with contributions, certified today"): one table over the three
-    dimensions, contributions on its leaves, every cell outside the linked tables forced.
-    As linked tables the service cannot certify any pattern the search finds for them
-    (tests/test_audit.py); as the cover table the pattern is audited safe, with every
-    aggregation judged on the leaves, and hides every sensitive cell of the linked tables."""
-    from tests.test_audit import (
-        AMOUNTS_WITHOUT_A_DISJOINT_PATTERN,
-        _linked_without_a_disjoint_pattern,
-    )
+COVER_DIMENSIONS = [
+    {"name": "region", "leaves": ["N1", "N2", "S1"], "total": "T"},
+    {"name": "size", "leaves": ["s", "m"], "total": "T"},
+    {"name": "nace", "leaves": ["C", "F"], "total": "T"},
+]
 
-    linked, _, linked_at = _linked_without_a_disjoint_pattern()
+
+def _cover_request(declared: bool) -> dict:
+    """The linked tables region x size and nace x region of tests/test_audit.py on which
+    both methods find only patterns hiding cells with common parts, with contributions on
+    the leaves of their cover table (region x size x nace). ``declared``: as linked
+    tables (``structure.tables``), the service building the cover table; else as the one
+    table over the three dimensions with every cell outside the linked tables forced."""
+    from tests.test_audit import AMOUNTS_WITHOUT_A_DISJOINT_PATTERN
+
+    force = {} if declared else {"constraint": "force"}
     cells = [
-        {"key": list(k), "contributions": [{"value": a} for a in v], "constraint": "force"}
+        {"key": list(k), "contributions": [{"value": a} for a in v], **force}
         for k, v in AMOUNTS_WITHOUT_A_DISJOINT_PATTERN.items()
     ]
-    # The margins over regions of size x nace are in neither linked table either.
-    cells += [{"key": ["T", s, n], "constraint": "force"} for s in "sm" for n in "CF"]
-    request = {
-        "structure": {
-            "dimensions": [
-                {"name": "region", "leaves": ["N1", "N2", "S1"], "total": "T"},
-                {"name": "size", "leaves": ["s", "m"], "total": "T"},
-                {"name": "nace", "leaves": ["C", "F"], "total": "T"},
-            ]
-        },
+    if not declared:
+        # The margins over regions of size x nace are in neither linked table either.
+        cells += [{"key": ["T", s, n], "constraint": "force"} for s in "sm" for n in "CF"]
+    structure: dict = {"dimensions": COVER_DIMENSIONS}
+    if declared:
+        structure["tables"] = [["region", "size"], ["nace", "region"]]
+    return {
+        "structure": structure,
         "cells": cells,
         "rules": {"rules": [{"type": "p_percent", "p": 20}]},
     }
-    r = client.post("/v1/suppress", json=request)
+
+
+@pytest.mark.parametrize("declared", [True, False], ids=["declared", "sent"])
+def test_linked_tables_on_their_cover_table(client, declared):
+    """Linked tables with contributions on the leaves of their cover table (README,
+    "Linked tables with contributions"): declared as linked tables, the service solves
+    them on the cover table; sent as that one table with the cells outside the linked
+    tables forced, the same. As linked tables with contributions per cell the service
+    cannot certify any pattern the search finds for them (tests/test_audit.py); here the
+    pattern is audited safe, every aggregation judged on the leaves, hides every
+    sensitive cell of the linked tables and publishes no cell outside them."""
+    from tests.test_audit import _linked_without_a_disjoint_pattern
+
+    linked, _, linked_at = _linked_without_a_disjoint_pattern()
+    r = client.post("/v1/suppress", json=_cover_request(declared))
     assert r.status_code == 200, r.text
     reply = r.json()
     assert reply["safe"] and reply["audit"]["verdict"] == "safe", reply["solver"]["message"]
     s = statuses(reply)
+    assert len(s) == 4 * 3 * 3
     in_tables = [k for k in s if "T" in k[1:]]
     sensitive = [k for k in in_tables if linked.sensitive[linked_at(*k)]]
     assert len(sensitive) == 10
     assert all(s[k] != "published" for k in sensitive)
     assert all(v != "published" for k, v in s.items() if "T" not in k[1:])
+    if declared:
+        # The audit of that pattern, marked on the linked tables' cells alone: the cells
+        # outside them count as hidden without being marked.
+        request = _cover_request(True)
+        request["cells"] += [
+            {"key": list(k), "suppressed": True} for k in in_tables if s[k] != "published"
+        ]
+        a = client.post("/v1/audit", json=request)
+        assert a.status_code == 200, a.text
+        assert a.json()["verdict"] == "safe", a.json()["reasons"]
+
+
+def test_a_cover_table_request_is_refused_where_it_cannot_be_served(make_client):
+    """A cell in none of the linked tables is refused, naming the cell, where the cover
+    table does not apply (rounding publishes every cell it rounds), and where a caller
+    forbids suppressing one (it is never published); a cover table beyond the cell limit
+    is refused before it is built, though the linked tables fit."""
+    client = make_client()
+    request = _cover_request(True)
+    rounding = {**request, "rules": None, "counts": {"threshold": 3}, "base": 5}
+    rounding["cells"] = [{"key": c["key"], "value": 7} for c in request["cells"]]
+    r = client.post("/v1/round", json=rounding)
+    assert r.status_code == 422, r.text
+    (detail,) = r.json()["detail"]
+    assert detail["cell"] == 0 and "cover table" in detail["message"]
+
+    forbidding = _cover_request(True)
+    # (N2, m, F), sensitive too: the cover table's refusal comes first.
+    forbidding["cells"][7] = {**forbidding["cells"][7], "constraint": "forbid"}
+    r = client.post("/v1/suppress", json=forbidding)
+    assert r.status_code == 422, r.text
+    (detail,) = r.json()["detail"]
+    assert (detail["field"], detail["cell"]) == ("constraint", 7)
+    assert "never published" in detail["message"]
+
+    # Linked tables of 4 x 3 + 3 x 4 = 24 cells; their cover table has 4 x 3 x 3 = 36.
+    r = make_client(max_cells=30).post("/v1/suppress", json=_cover_request(True))
+    assert r.status_code == 413, r.text
+    (detail,) = r.json()["detail"]
+    assert detail["field"] == "structure.tables" and detail["message"].startswith("36 cells")
+    assert make_client(max_cells=36).post("/v1/suppress", json=_cover_request(True)).is_success

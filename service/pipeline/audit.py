@@ -21,6 +21,8 @@ def audit(
     inputs = checked_table_inputs(body, resolved)
     suppressed = np.zeros(inputs.space.n_cells, bool)
     suppressed[inputs.cell_of_request[[i for i, c in enumerate(body.cells) if c.suppressed]]] = True
+    if inputs.published is not None:
+        suppressed |= ~inputs.published  # the cover table's cells outside the linked tables
     problem = table_problem(inputs, body.structure.tolerance)
     with core_errors(TABLE_FIELDS, inputs.request_of_cell):
         result = audit_pattern(problem, suppressed, time_limit=resolved.time_limit)

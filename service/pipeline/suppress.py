@@ -66,6 +66,17 @@ def protect(
             raise RequestInputError(
                 "cost 'weights' needs a cost on every cell", field="cost", cell=unweighted[0]
             )
+    if inputs.published is not None:
+        # The cover table's cells outside the linked tables are never published.
+        conflict = np.flatnonzero(forbidden & ~inputs.published)
+        if conflict.size:
+            raise RequestInputError(
+                "a cell in none of the linked tables is never published: it cannot be "
+                "forbidden to suppress",
+                field="constraint",
+                cell=int(inputs.request_of_cell[conflict[0]]),
+            )
+        forced |= ~inputs.published
     conflict = np.flatnonzero(forbidden & inputs.sensitive)
     if conflict.size:
         raise RequestInputError(

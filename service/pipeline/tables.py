@@ -49,6 +49,7 @@ class ResolvedTableRequest:
     disclose: bool  # whether the rule set's measures may be shown
     time_limit: float  # solver seconds, capped by the service
     max_pooled_entries: int  # the most contributions margins may pool from leaves
+    cover: bool = False  # linked tables solved on their cover table (:func:`cover_cell`)
 
 
 #: The requests built on a table structure: they share structure, cells, counts, rules,
@@ -77,12 +78,48 @@ def resolve_table_request(body: TableRequest, settings: Settings) -> ResolvedTab
                 field="contributions",
                 cell=bad[0],
             )
+    cover = cover_cell(body.structure, body.cells)
+    if cover is not None:
+        if isinstance(body, (AdjustRequest, RoundRequest)):
+            raise RequestInputError(
+                "a cell in none of the linked tables (their cover table) is accepted by "
+                "/v1/audit and /v1/suppress only",
+                field="key",
+                cell=cover,
+            )
+        check_table_size(body.structure, settings.max_cells, cover=True)
     return ResolvedTableRequest(
         spec,
         disclose,
         solver_seconds(body.time_limit, settings),
         LEAF_MAP_FACTOR * settings.max_cells,
+        cover is not None,
     )
+
+
+def cover_cell(structure: Structure, cells: Sequence[TableCell]) -> int | None:
+    """The first cell of a linked-tables request that lies in none of the tables (codes
+    other than the total in dimensions no one table has together, such as a leaf of
+    every dimension), or ``None``.
+
+    Such a request is solved on the linked tables' *cover table*, the one table over
+    all their dimensions, with every cell outside the tables hidden: none is published.
+    Its leaves are the finest parts, so every aggregation of hidden cells is judged on
+    them (seed 002 section 5), which the linked tables alone cannot do for cells with
+    common parts (:data:`service.sdc.aggregations.SHARED_PARTS`); de Wolf and Giessing
+    protect linked tables on their cover table in tau-ARGUS's modular method likewise."""
+    if structure.tables is None:
+        return None
+    names = [dim.name for dim in structure.dimensions]
+    totals = [dim.total for dim in structure.dimensions]
+    tables = [set(t) for t in structure.tables]
+    for i, c in enumerate(cells):
+        if len(c.key) != len(names):
+            continue  # refused with its cell when the table is built
+        spanned = {n for n, code, total in zip(names, c.key, totals) if code != total}
+        if not any(spanned <= t for t in tables):
+            return i
+    return None
 
 
 def _n_codes(dim: Dimension) -> int:
@@ -132,24 +169,27 @@ def _leaf_depths(dim: Dimension) -> int:
     return total
 
 
-def check_table_size(structure: Structure, max_cells: int) -> None:
+def check_table_size(structure: Structure, max_cells: int, cover: bool = False) -> None:
     """:class:`LimitError` when the table the structure spans, margins included (linked
-    tables: their cells added up), has more cells than ``max_cells`` (``SDC_MAX_CELLS``), or
-    its map of cells to leaf cells more than :data:`LEAF_MAP_FACTOR` entries per allowed
-    cell; from the codes per dimension, in Python ints, before any array of the table's
-    size exists."""
+    tables: their cells added up; with ``cover``, their cover table, :func:`cover_cell`),
+    has more cells than ``max_cells`` (``SDC_MAX_CELLS``), or its map of cells to leaf
+    cells more than :data:`LEAF_MAP_FACTOR` entries per allowed cell; from the codes per
+    dimension, in Python ints, before any array of the table's size exists."""
     sizes = {dim.name: _n_codes(dim) for dim in structure.dimensions}
-    if structure.tables is None:
+    what = "table cells (margins included)"
+    if structure.tables is None or cover:
         n = table_size(_n_codes(dim) for dim in structure.dimensions)
-        field = "structure.dimensions"
+        field = "structure.dimensions" if structure.tables is None else "structure.tables"
+        if cover:
+            what = "cells of the linked tables' cover table (a cell in none of them was sent)"
     else:
         # Unknown names are refused when the tables are built.
         n = sum(
             table_size(sizes[name] for name in names if name in sizes) for names in structure.tables
         )
         field = "structure.tables"
-    check_cell_count(n, max_cells, what="table cells (margins included)", field=field)
-    if structure.tables is None:
+    check_cell_count(n, max_cells, what=what, field=field)
+    if structure.tables is None or cover:
         entries = table_size(_leaf_depths(dim) for dim in structure.dimensions)
         limit = LEAF_MAP_FACTOR * max_cells
         if entries > limit:
@@ -222,6 +262,9 @@ class TableInputs:
     rule_labels: list[str]
     fired: np.ndarray | None  # (rules, n_cells) when a rule set was applied
     n_contributors: np.ndarray  # 0 where unknown
+    # Cover table of linked tables (:func:`cover_cell`): the cells of the linked tables,
+    # the others never published; None: every cell may be published.
+    published: np.ndarray | None = None
 
     def cell_keys(self, cells) -> list[list[str]]:
         return [list(self.space.key(int(c))) for c in cells]
@@ -235,10 +278,17 @@ def table_inputs(
     labels_with_parameters: bool,
     counts: CountRules | None = None,
     max_entries: int | None = None,
+    cover: bool = False,
 ) -> TableInputs:
     """The table and its cells' values, sensitivity and bounds. ``max_entries``: the most
-    contributions margins may pool from their leaves (413 beyond)."""
-    space = space_from_wire(structure)
+    contributions margins may pool from their leaves (413 beyond); ``cover``: linked
+    tables as their cover table (:func:`cover_cell`, its size checked by the caller)."""
+    space: Table | LinkedTables = space_from_wire(structure)
+    published = None
+    if cover and isinstance(space, LinkedTables):
+        published = np.zeros(space.union_table.n_cells, bool)
+        published[space.union_index] = True
+        space = space.union_table
     n = space.n_cells
     check_unique_cell_keys([c.key for c in cells])
     for i, c in enumerate(cells):
@@ -336,6 +386,7 @@ def table_inputs(
         labels,
         fired,
         np.where(known, m.count, 0.0),
+        published,
     )
 
 
@@ -614,6 +665,7 @@ def checked_table_inputs(body, resolved: ResolvedTableRequest) -> TableInputs:
         labels_with_parameters=body.rules is not None,
         counts=body.counts,
         max_entries=resolved.max_pooled_entries,
+        cover=resolved.cover,
     )
     check_additivity(inputs, body.structure.tolerance)
     return inputs
