@@ -671,8 +671,6 @@ def test_a_table_with_an_empty_leaf_gets_a_safe_pattern(method):
     rule rejects, so its group stayed undecided and both methods returned no pattern
     ("the audit reached its time limit certifying the pattern found"; a helper's campaign
     met it in 33 of 198 random tables). Such atoms are no longer among the attacked ones."""
-    from service.sdc.magnitudes import Contributions
-
     t = Table(
         [
             Hierarchy.from_children(
@@ -681,25 +679,70 @@ def test_a_table_with_an_empty_leaf_gets_a_safe_pattern(method):
             Hierarchy.flat("f", ["f0", "f1"], "T"),
         ]
     )
+    problem = _problem_of_leaves(t, EMPTY_LEAF, PPercent(20.0))
+    r = suppress(problem, cost=cell_costs("value", problem.values), method=method, time_limit=60)
+    assert r.safe and r.audit.verdict == "safe", r.message
+    assert r.suppressed[problem.sensitive].all() and r.secondary.any()
+
+
+def _problem_of_leaves(t: Table, leaves: dict, rule) -> TableProblem:
+    """The problem of table ``t`` whose leaves hold the respondents ``leaves`` gives them
+    (``key: [(respondent, amount)]``), every margin its leaves' contributions, sensitive
+    by ``rule``."""
+    from service.sdc.magnitudes import Contributions
+
     g = t.aggregation.tocsc()
     leaf_pos = {int(c): k for k, c in enumerate(np.flatnonzero(t.is_leaf))}
     cell, value, holding = [], [], []
-    for key, contributions in EMPTY_LEAF.items():
+    for key, contributions in leaves.items():
         col = leaf_pos[t.cell_index(key)]
         for target in g.indices[g.indptr[col] : g.indptr[col + 1]].tolist():
             for r, a in contributions:
                 cell.append(target), value.append(float(a)), holding.append(r)
     cell, value, holding = np.array(cell), np.array(value), np.array(holding)
-    rules = primary.RuleSet((PPercent(20.0),))
+    rules = primary.RuleSet((rule,))
     m = magnitudes.from_contributions(t.n_cells, cell, value, holding=holding, depth=rules.depth)
     v = primary.assess(m, rules)
     source = UnionSource(m, rules, contributions=Contributions(cell, value, holding))
-    problem = TableProblem.of(
+    return TableProblem.of(
         t, m.value, v.sensitive, v.upper_protection, v.lower_protection, unions=source
     )
-    r = suppress(problem, cost=cell_costs("value", m.value), method=method, time_limit=60)
-    assert r.safe and r.audit.verdict == "safe", r.message
-    assert r.suppressed[v.sensitive].all() and r.secondary.any()
+
+
+#: A 3 x 2 x 2 table with four empty leaves (a helper's property test, 2026-11-27).
+EMPTY_LEAVES_3D = {
+    ("x0", "y0", "z0"): [(1000, 1000), (1001, 3), (1002, 3)],
+    ("x0", "y0", "z1"): [(1003, 1), (1004, 1000), (1005, 1), (1006, 30)],
+    ("x0", "y1", "z0"): [(1007, 300)],
+    ("x0", "y1", "z1"): [(1008, 300), (1009, 100), (1010, 1)],
+    ("x1", "y0", "z0"): [],
+    ("x1", "y0", "z1"): [],
+    ("x1", "y1", "z0"): [(1011, 30)],
+    ("x1", "y1", "z1"): [(1012, 100)],
+    ("x2", "y0", "z0"): [(1013, 100), (1014, 30), (1015, 3), (1016, 300)],
+    ("x2", "y0", "z1"): [],
+    ("x2", "y1", "z0"): [],
+    ("x2", "y1", "z1"): [(1017, 10)],
+}
+
+
+@pytest.mark.parametrize("method", ["fast", "exact"])
+def test_rounds_that_meet_every_requirement_unproven_end_with_the_audits_pattern(method):
+    """Under the (p,q)-rule (p 10, q 60) with empty leaves the aggregation rounds met
+    every requirement while the screen still failed four atoms; they added nothing more
+    and both methods returned no pattern, as status ``time_limit`` after 0.05 s, though
+    the audit called the rounds' pattern safe (and hiding every cell is safe). Now the
+    audit decides such a pattern (``fast._audit``): a safe pattern from both."""
+    from service.sdc.rules import PriorPosterior
+
+    t = Table(
+        [Hierarchy.flat(d, [f"{d}{i}" for i in range(k)], "T") for d, k in zip("xyz", (3, 2, 2))]
+    )
+    problem = _problem_of_leaves(t, EMPTY_LEAVES_3D, PriorPosterior(10.0, 60.0))
+    r = suppress(problem, cost=cell_costs("value", problem.values), method=method, time_limit=60)
+    assert r.status in ("feasible", "optimal"), r.message
+    assert r.safe and audit_pattern(problem, r.suppressed).verdict == "safe"
+    assert r.suppressed[problem.sensitive].all()
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
@@ -728,3 +771,22 @@ def test_removals_refused_without_an_lp_disclose_a_sensitive_cell(data, three_d,
     problem = TableProblem.of(t, x, sens, up, lo, unions=unions)
     suppress(problem, cost=cell_costs("value", x), method="fast", time_limit=8)
     event(f"removals refused without an LP: {min(len(refused), 1)}")
+
+
+def test_rounds_that_end_by_themselves_are_not_a_time_limit(monkeypatch):
+    """Where the rounds can add nothing more and the audit rejects their pattern, the
+    search ended by itself, with time to spare: status ``no_safe_pattern`` with the
+    reason, not ``time_limit`` (which said a longer limit might find one)."""
+    from service.sdc.rules import PriorPosterior
+
+    class Rejected:
+        safe, aggregations = False, None
+
+    monkeypatch.setattr(sys.modules["service.sdc.suppress.fast"], "_audit", lambda p, y: Rejected())
+    t = Table(
+        [Hierarchy.flat(d, [f"{d}{i}" for i in range(k)], "T") for d, k in zip("xyz", (3, 2, 2))]
+    )
+    problem = _problem_of_leaves(t, EMPTY_LEAVES_3D, PriorPosterior(10.0, 60.0))
+    r = suppress(problem, cost=cell_costs("value", problem.values), method="fast", time_limit=60)
+    assert r.status == "no_safe_pattern", r.message
+    assert "could not be made safe" in r.message and not r.suppressed.any()

@@ -101,6 +101,7 @@ def finish(
     *,
     partial=None,
     unfinished=None,
+    settled=False,
     known=None,
     proven=None,
 ) -> SuppressionResult:
@@ -115,8 +116,9 @@ def finish(
     leaves unprotected; in deterministic mode, whose search has spent its work by then, on
     the wall clock until ``end``, as the audit (the same LPs, so the same cells, unless
     the call's time runs out first). ``unfinished``: why the protection
-    of ``y`` stopped short of the end (time); a ``y`` the audit then rejects is a time
-    limit, not a failure of the table."""
+    of ``y`` stopped short of the end; a ``y`` the audit then rejects is a time limit, not
+    a failure of the table, unless ``settled``: the search ended by itself (its rounds
+    could add nothing more), which no time limit changes."""
     n = len(p.values)
     none = np.zeros(n, bool)
 
@@ -211,7 +213,7 @@ def finish(
     if unfinished is not None and audit.verdict == "unsafe":
         return result(
             none,
-            "time_limit",
+            "no_safe_pattern" if settled else "time_limit",
             f"{unfinished}: the pattern reached does not pass "
             f"the audit ({reasons}); no pattern is returned",
             audit,
