@@ -17,7 +17,12 @@ Cells in ``derived`` (suppressed cells the intruder can compute exactly) count a
 published: their coefficient is dropped from ``lam``.
 
 Rules are tuples: ``("p_percent", p)``, ``("pq", p, q)``, ``("frequency", n)``,
-``("threshold", t)``.
+``("threshold", t)``; and, for coalitions of ``c`` respondents (seed 003 B.1.a-b),
+``("p_percent", p, c)`` and ``("pq", p, q, c)`` (``c = 1`` is the plain rule), and the
+(n,k)-dominance rule ``("dominance", n, k)`` (seed 003 B.1.c, seed 000
+eq-dominance-formula). Several rules at once (seed 003 B.1.d, an aggregation is sensitive
+when any rule fires): :func:`first_sensitive`; the minimum frequency rule over every real
+``mu``, not only +-1: :func:`frequency_witness`.
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ __all__ = [
     "in_row_space",
     "is_sensitive",
     "any_sensitive",
+    "first_sensitive",
+    "frequency_witness",
 ]
 
 LIMIT = 10**6
@@ -171,6 +178,11 @@ def is_sensitive(lam, contributions, rule, counts=None, atoms=None) -> tuple[boo
     * ``("pq", p, q)``: measure ``X^[1] - q/p (T - X^[1] - X^[2])``, sensitive iff
       ``>= 0`` (seed 002 eq. 5.4) *and* ``T > 0``: an aggregation without any respondent
       contribution is not judged (seed 002 sec. 2 would call it unsafe);
+    * ``("p_percent", p, c)``, ``("pq", p, q, c)``: coalitions of ``c`` respondents
+      (seed 003 B.1.a-b): ``X^[2] + ... + X^[c+1]`` subtracted instead of ``X^[2]``;
+    * ``("dominance", n, k)``: measure ``X^[1] + ... + X^[n] - k/(100-k) (T - X^[1] - ...
+      - X^[n])`` (seed 003 B.1.c), sensitive iff ``> 0``, i.e. the ``n`` largest hold
+      more than ``k`` percent of ``T`` (seed 000 eq-dominance-formula);
     * ``("frequency", n)``: measure = number of respondents with ``X^r > 0``, sensitive
       iff ``0 < measure < n``;
     * ``("threshold", t)``: measure = ``sum counts[i]`` over cells with ``lam_i != 0``
@@ -197,13 +209,22 @@ def _judge(lam, absolute, rule, counts):
     xs = sorted((v for v in x.values() if v > 0), reverse=True)
     if kind == "frequency":
         return 0 < len(xs) < rule[1], len(xs)
+    total = sum(xs)
+    if kind == "dominance":
+        n, k = rule[1], Fraction(_exact(rule[2]))
+        top = sum(xs[:n])
+        measure = top - k / (100 - k) * (total - top)
+        return measure > 0, measure
     if kind not in ("p_percent", "pq"):
         raise ValueError(f"unknown rule {rule!r}")
-    total = sum(xs)
+    # A coalition of c respondents subtracts X^[2] .. X^[c+1] (c = 1: the plain rule).
+    extra = rule[2:] if kind == "p_percent" else rule[3:]
+    c = int(extra[0]) if extra else 1
     x1, x2 = (xs + [0, 0])[:2]
     p = Fraction(_exact(rule[1]))
     ratio = 100 / p if kind == "p_percent" else _exact(rule[2]) / p
-    measure = x1 - ratio * (total - x1 - x2)  # a Fraction
+    subtracted = x1 + x2 if c == 1 else sum(xs[: c + 1])
+    measure = x1 - ratio * (total - subtracted)  # a Fraction
     if kind == "p_percent":
         return measure > 0, measure
     return total > 0 and measure >= 0, measure
@@ -299,3 +320,102 @@ def in_row_space(a, suppressed, lam, *, derived=()) -> bool:
     sub = [[row[j] for j in free] for row in rows]
     target = [lam.get(j, Fraction(0)) for j in free]
     return _rank(sub) == _rank(sub + [target])
+
+
+def first_sensitive(
+    a,
+    suppressed,
+    contributions,
+    rules,
+    *,
+    derived=(),
+    counts=None,
+    max_relations: int = 10,
+    atoms=None,
+) -> tuple[dict[int, Fraction], int, object] | None:
+    """The first sensitive +-1 aggregation under any of several ``rules`` (seed 003
+    B.1.d: a cell or aggregation is sensitive when any rule fires), as
+    ``(lam as {cell: Fraction}, index of the rule, measure)``; ``None`` when every one is
+    safe under every rule. The same enumeration as :func:`enumerate_sensitive` (same
+    arguments, ``rules`` a sequence of rule tuples), stopping at the first hit.
+    """
+    free = _free_cells(suppressed, derived)
+    touching = [pairs for row in _matrix(a) if (pairs := [(j, row[j]) for j in free if row[j]])]
+    if len(touching) > max_relations:
+        raise ValueError(f"{len(touching)} relations > max_relations={max_relations}")
+    absolute = _absolute(contributions)
+    seen = set()
+    for mu in itertools.product((0, 1, -1), repeat=len(touching)):
+        if next((m for m in mu if m), 1) < 0:
+            continue
+        sums: dict = defaultdict(int)
+        for m, pairs in zip(mu, touching):
+            for j, coef in pairs if m else ():
+                sums[j] += m * coef
+        lam = {j: v for j, v in sums.items() if v}
+        phi = _to_atoms(lam, atoms)
+        if not phi:
+            continue
+        key = _direction(phi)
+        if key in seen:
+            continue
+        seen.add(key)
+        for k, rule in enumerate(rules):
+            sensitive, measure = _judge(phi, absolute, rule, counts)
+            if sensitive:
+                return {j: Fraction(v) for j, v in lam.items()}, k, measure
+    return None
+
+
+def frequency_witness(
+    a, suppressed, contributions, n, *, derived=(), atoms=None, budget: int = 20000
+) -> tuple[list, list] | None:
+    """An aggregation with ``0 < N < n`` respondents (the minimum frequency rule ``n``),
+    over *every* real ``mu`` (not only +-1), or ``None`` when there is none.
+
+    The respondents of ``phi = G^T lam`` are those of the atoms with ``phi_a != 0``
+    (absolute contributions do not cancel), so it suffices to know which atom sets ``U``
+    (each with respondents, all together fewer than ``n``) are the nonzero atoms of some
+    aggregation, up to atoms without any contribution (``Z``), which may be anything:
+    there is one iff ``rank(C[:, N \\ U]) < rank(C[:, N])``, ``C`` the relations on the
+    atoms of the free cells and ``N`` the atoms with contributions. Exact ranks
+    (Fractions). Returns ``(U, respondents)``; raises ValueError past ``budget`` sets.
+    Arguments as for :func:`enumerate_sensitive`.
+    """
+    free = _free_cells(suppressed, derived)
+    rows = _matrix(a)
+    if atoms is None:
+        atoms = [[(i, 1)] for i in range(len(rows[0]) if rows else 0)]
+    # C[k][atom] = sum over free cells j of a[k, j] G[j, atom]
+    columns: dict = defaultdict(lambda: [0] * len(rows))
+    for j in free:
+        for atom, g in atoms[j]:
+            for k, row in enumerate(rows):
+                if row[j]:
+                    columns[atom][k] += row[j] * _exact(g)
+    columns = {atom: col for atom, col in columns.items() if any(col)}
+    absolute = _absolute(contributions)
+    respondents = {atom: frozenset(r for r, v in absolute[atom] if v) for atom in columns}
+    with_contributions = [atom for atom in columns if respondents[atom]]
+    small = sorted(atom for atom in with_contributions if len(respondents[atom]) < n)
+
+    def rank(cols):
+        return _rank([[columns[c][k] for c in cols] for k in range(len(rows))]) if cols else 0
+
+    full = rank(with_contributions)
+    tried = 0
+    stack: list[tuple[int, tuple, frozenset]] = [(0, (), frozenset())]
+    while stack:
+        start, chosen, resp = stack.pop()
+        if chosen:
+            tried += 1
+            if tried > budget:
+                raise ValueError(f"more than {budget} atom sets")
+            rest = [c for c in with_contributions if c not in chosen]
+            if rank(rest) < full:
+                return list(chosen), sorted(resp, key=str)
+        for i in range(start, len(small)):
+            more = resp | respondents[small[i]]
+            if len(more) < n:
+                stack.append((i + 1, (*chosen, small[i]), more))
+    return None
