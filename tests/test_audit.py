@@ -778,3 +778,40 @@ def test_the_cover_table_of_linked_tables_gets_a_certified_pattern():
         assert audit_pattern(problem, r.suppressed).verdict == "safe"
         for key in in_tables:
             assert r.suppressed[at(*key)] >= linked.sensitive[linked_at(*key)]
+
+
+def test_an_aggregation_with_an_empty_member_pools_its_holdings():
+    """A 3x3 table with an empty leaf (x1, y2) under (1,70)-dominance and minimum frequency
+    2 (a helper's property test): hiding (T, y0), (T, y1), (x0, T), (x1, T) and every
+    leaf but the empty one publishes -(x0, y0) - (x0, y1) - (x0, y2) - (x1, y0) - (x1, y1)
+    (the total less (x2, T), (T, y2) and the rest of x2's row), whose holding 1
+    (1,000 in (x0, y1) and 100 in (x1, y1)) holds 1,100 of 1,543, over 70%. The audit's MIP
+    found it with the empty leaf in it, but an aggregation with a member without raw
+    contributions was judged from summaries, which count the holding as two respondents
+    (1,000 and 100: under 70%), so the point was not confirmed and the verdict was
+    ``uncertified``. An empty cell's contributions are known to be none: ``unsafe``."""
+    from service.sdc.audit import audit_pattern
+    from service.sdc.rules import Dominance, MinimumFrequency
+    from tests.test_suppress import _problem_of_leaves
+
+    t = Table([Hierarchy.flat(d, [f"{d}{i}" for i in range(3)], "T") for d in "xy"])
+    leaves = {
+        ("x0", "y0"): [(1000, 300)],
+        ("x0", "y1"): [(1001, 100), (1, 1000)],
+        ("x0", "y2"): [(1003, 30), (1004, 10), (1005, 1)],
+        ("x1", "y0"): [(1006, 1), (1007, 1)],
+        ("x1", "y1"): [(1, 100)],
+        ("x1", "y2"): [],
+        ("x2", "y0"): [(1008, 100), (1009, 3)],
+        ("x2", "y1"): [(1010, 3)],
+        ("x2", "y2"): [(1011, 3), (1012, 100), (1013, 3), (1014, 300)],
+    }
+    problem = _problem_of_leaves(t, leaves, Dominance(1, 70.0), MinimumFrequency(2))
+    hidden = [("T", "y0"), ("T", "y1"), ("x0", "T"), ("x1", "T")]
+    hidden += [(x, y) for x in ("x0", "x1", "x2") for y in ("y0", "y1", "y2")]
+    hidden.remove(("x1", "y2"))
+    pattern = np.zeros(t.n_cells, bool)
+    pattern[[t.cell_index(k) for k in hidden]] = True
+    result = audit_pattern(problem, pattern)
+    assert result.verdict == "unsafe", result.reasons
+    assert result.aggregations.worst.rule == 0  # the dominance rule

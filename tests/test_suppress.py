@@ -685,10 +685,10 @@ def test_a_table_with_an_empty_leaf_gets_a_safe_pattern(method):
     assert r.suppressed[problem.sensitive].all() and r.secondary.any()
 
 
-def _problem_of_leaves(t: Table, leaves: dict, rule) -> TableProblem:
+def _problem_of_leaves(t: Table, leaves: dict, *rules) -> TableProblem:
     """The problem of table ``t`` whose leaves hold the respondents ``leaves`` gives them
     (``key: [(respondent, amount)]``), every margin its leaves' contributions, sensitive
-    by ``rule``."""
+    by ``rules``."""
     from service.sdc.magnitudes import Contributions
 
     g = t.aggregation.tocsc()
@@ -700,10 +700,10 @@ def _problem_of_leaves(t: Table, leaves: dict, rule) -> TableProblem:
             for r, a in contributions:
                 cell.append(target), value.append(float(a)), holding.append(r)
     cell, value, holding = np.array(cell), np.array(value), np.array(holding)
-    rules = primary.RuleSet((rule,))
-    m = magnitudes.from_contributions(t.n_cells, cell, value, holding=holding, depth=rules.depth)
-    v = primary.assess(m, rules)
-    source = UnionSource(m, rules, contributions=Contributions(cell, value, holding))
+    ruleset = primary.RuleSet(rules)
+    m = magnitudes.from_contributions(t.n_cells, cell, value, holding=holding, depth=ruleset.depth)
+    v = primary.assess(m, ruleset)
+    source = UnionSource(m, ruleset, contributions=Contributions(cell, value, holding))
     return TableProblem.of(
         t, m.value, v.sensitive, v.upper_protection, v.lower_protection, unions=source
     )

@@ -308,10 +308,17 @@ class UnionSource:
 
     @cached_property
     def raw_cells(self) -> np.ndarray:
-        """Which cells have raw contributions."""
+        """Which cells have raw contributions; with any, an empty cell too (no respondent:
+        its raw contributions are known to be none). Otherwise an aggregation with an
+        empty member was judged from the members' summaries, whose respondents cannot be
+        pooled: a holding in two of its cells counted as two respondents, which can only
+        make it look safer (a helper's property test, 2026-11-27: (1,70)-dominance, a
+        holding of 1,000 + 100 in a 3x3 table with an empty leaf; the audit's MIP found
+        the aggregation, whose summary reading did not confirm it: `uncertified`)."""
         raw = np.zeros(self.cells.n_cells, bool)
         if self.contributions is not None:
             raw[self.contributions.cell] = True
+            raw |= np.asarray(self.cells.count) == 0
         return raw
 
     @cached_property
