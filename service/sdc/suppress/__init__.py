@@ -268,8 +268,8 @@ def _search(problem, cost, forbidden, forced, method, start, end, budget, audit_
     if protected is None:
         if not why.startswith("time limit") and why != UNSETTLED:
             return done(None, "no_safe_pattern", why)
-        # Out of time: the audit may still prove the pattern safe, else it names the
-        # cells left unprotected.
+        # Out of time, or the rounds could add nothing more (settled): the audit may still
+        # prove the pattern safe, else it names the cells left unprotected.
         return done(y, status, message, unfinished=why, settled=why == UNSETTLED)
     # The trim (fast.trim) re-screens a group per candidate: TRIM_SHARE of the time spent
     # so far and TRIM_PER_CANDIDATE per candidate, at most half the time left. Its
