@@ -336,7 +336,8 @@ def protect_aggregations(
     holding spanning cells) is left to the full check of the final audit; so is a pattern
     whose requirements are all met while the screen still fails an atom (:func:`_audit`:
     returned if the audit calls it safe, else a relation of an aggregation it found is
-    opened, :func:`_open_relations`). Returns (pattern or None, why). ``proven`` collects the groups proven safe (see
+    opened, :func:`_open_relations`). Returns (pattern or None, why). ``proven``
+    collects the groups proven safe (see
     :func:`service.sdc.aggregations.check_aggregations`), for the final audit of the
     same table; ``deviations``, the pool of kept deviations (made here if not given),
     for :func:`trim` after."""
