@@ -256,21 +256,33 @@ def enumerate_sensitive(
     given; an aggregation whose atoms all cancel is no aggregation). Only +-1 combinations of
     relations are covered: a bounded brute force, not the general MIP of seed 002 sec. 6.
     """
+    absolute = _absolute(contributions)
+    out = []
+    for lam, phi in _pm1_aggregations(a, suppressed, derived, max_relations, atoms):
+        sensitive, measure = _judge(phi, absolute, rule, counts)
+        if sensitive:
+            out.append(({j: Fraction(v) for j, v in lam.items()}, measure))
+    return out
+
+
+def _pm1_aggregations(a, suppressed, derived, max_relations: int, atoms):
+    """``(lam, phi)`` of every aggregation with ``mu`` in ``{-1, 0, 1}^K`` over the K
+    relations touching a suppressed non-derived cell, one per direction of ``|phi|``
+    (:func:`enumerate_sensitive`); ``K > max_relations`` raises ValueError."""
     free = _free_cells(suppressed, derived)
     # each relation touching S, as its nonzero (cell, coefficient) pairs on S
     touching = [pairs for row in _matrix(a) if (pairs := [(j, row[j]) for j in free if row[j]])]
     if len(touching) > max_relations:
         raise ValueError(f"{len(touching)} relations > max_relations={max_relations}")
-    absolute = _absolute(contributions)
-    seen, out = set(), []
+    seen = set()
     for mu in itertools.product((0, 1, -1), repeat=len(touching)):
         if next((m for m in mu if m), 1) < 0:  # -mu gives the same |lam|
             continue
-        lam = defaultdict(int)
+        sums: dict = defaultdict(int)
         for m, pairs in zip(mu, touching):
             for j, coef in pairs if m else ():
-                lam[j] += m * coef
-        lam = {j: v for j, v in lam.items() if v}
+                sums[j] += m * coef
+        lam = {j: v for j, v in sums.items() if v}
         phi = _to_atoms(lam, atoms)
         if not phi:
             continue
@@ -278,10 +290,7 @@ def enumerate_sensitive(
         if key in seen:
             continue
         seen.add(key)
-        sensitive, measure = _judge(phi, absolute, rule, counts)
-        if sensitive:
-            out.append(({j: Fraction(v) for j, v in lam.items()}, measure))
-    return out
+        yield lam, phi
 
 
 def any_sensitive(
@@ -339,27 +348,8 @@ def first_sensitive(
     safe under every rule. The same enumeration as :func:`enumerate_sensitive` (same
     arguments, ``rules`` a sequence of rule tuples), stopping at the first hit.
     """
-    free = _free_cells(suppressed, derived)
-    touching = [pairs for row in _matrix(a) if (pairs := [(j, row[j]) for j in free if row[j]])]
-    if len(touching) > max_relations:
-        raise ValueError(f"{len(touching)} relations > max_relations={max_relations}")
     absolute = _absolute(contributions)
-    seen = set()
-    for mu in itertools.product((0, 1, -1), repeat=len(touching)):
-        if next((m for m in mu if m), 1) < 0:
-            continue
-        sums: dict = defaultdict(int)
-        for m, pairs in zip(mu, touching):
-            for j, coef in pairs if m else ():
-                sums[j] += m * coef
-        lam = {j: v for j, v in sums.items() if v}
-        phi = _to_atoms(lam, atoms)
-        if not phi:
-            continue
-        key = _direction(phi)
-        if key in seen:
-            continue
-        seen.add(key)
+    for lam, phi in _pm1_aggregations(a, suppressed, derived, max_relations, atoms):
         for k, rule in enumerate(rules):
             sensitive, measure = _judge(phi, absolute, rule, counts)
             if sensitive:

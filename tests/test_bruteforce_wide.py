@@ -576,6 +576,28 @@ def oracle_circuits(case: WideCase, suppressed, derived, budget: int = 100_000):
     return None, len(circuits)
 
 
+def _enumerated(case: WideCase, suppressed, derived):
+    """The +-1 enumeration's first sensitive aggregation under any of the case's rules
+    (:func:`tests.bruteforce.first_sensitive`), or ``None``."""
+    return bruteforce.first_sensitive(
+        case.a,
+        suppressed,
+        case.per_cell,
+        case.oracle_rules,
+        derived=sorted(derived),
+        max_relations=ENUMERATE_UP_TO,
+        atoms=case.atoms,
+    )
+
+
+def _support_witness(case: WideCase, suppressed, derived, n: int):
+    """An aggregation with fewer than ``n`` respondents over every real ``mu``
+    (:func:`tests.bruteforce.frequency_witness`), or ``None``."""
+    return bruteforce.frequency_witness(
+        case.a, suppressed, case.per_cell, n, derived=sorted(derived), atoms=case.atoms
+    )
+
+
 def oracle_aggregations(case: WideCase, suppressed, derived):
     """A sensitive aggregation some oracle finds, as ``(oracle, rule, lam, measure)``, or
     None; and the oracles that ran (for ``event``): the +-1 enumeration when few
@@ -586,15 +608,7 @@ def oracle_aggregations(case: WideCase, suppressed, derived):
     ran = []
     if len(rows) <= ENUMERATE_UP_TO:
         ran.append("enum")
-        hit = bruteforce.first_sensitive(
-            case.a,
-            suppressed,
-            case.per_cell,
-            case.oracle_rules,
-            derived=sorted(derived),
-            max_relations=ENUMERATE_UP_TO,
-            atoms=case.atoms,
-        )
+        hit = _enumerated(case, suppressed, derived)
         if hit is not None:
             return ("enum", case.oracle_rules[hit[1]], hit[0], hit[2]), ran
     got, _ = oracle_circuits(case, suppressed, derived)
@@ -605,14 +619,7 @@ def oracle_aggregations(case: WideCase, suppressed, derived):
     for rule in case.oracle_rules:
         if rule[0] == "frequency":
             ran.append("support")
-            found = bruteforce.frequency_witness(
-                case.a,
-                suppressed,
-                case.per_cell,
-                rule[1],
-                derived=sorted(derived),
-                atoms=case.atoms,
-            )
+            found = _support_witness(case, suppressed, derived, rule[1])
             if found is not None:
                 return ("support", rule, found[0], found[1]), ran
         elif got == "budget":
@@ -815,26 +822,11 @@ def test_the_oracles_agree_with_each_other(data, shape):
     others: dict[str, Any] = {}
     ran: set[str] = set()
     if len(rows) <= ENUMERATE_UP_TO:
-        others["enum"] = bruteforce.first_sensitive(
-            case.a,
-            suppressed,
-            case.per_cell,
-            case.oracle_rules,
-            derived=sorted(derived),
-            max_relations=ENUMERATE_UP_TO,
-            atoms=case.atoms,
-        )
+        others["enum"] = _enumerated(case, suppressed, derived)
     for rule in case.oracle_rules:
         if rule[0] == "frequency":
             ran.add("support")
-            others["support"] = bruteforce.frequency_witness(
-                case.a,
-                suppressed,
-                case.per_cell,
-                rule[1],
-                derived=sorted(derived),
-                atoms=case.atoms,
-            )
+            others["support"] = _support_witness(case, suppressed, derived, rule[1])
             continue
         got = oracle_mip(case, suppressed, derived, rule, seconds=2.0)
         event(f"mip: {got[0]}")
