@@ -285,7 +285,7 @@ def _search(problem, cost, forbidden, forced, method, start, end, budget, audit_
         now + 0.5 * (p.deadline - now),
         now + TRIM_SHARE * (now - origin) + TRIM_PER_CANDIDATE * candidates * clock.second,
     )
-    y = trim(p, att, cheapest, protected, witness, proven, pool, until, protected & ~y)
+    y = trim(p, att, cheapest, protected, witness, proven, pool, until)
     if method == "fast":
         return done(y, status, message)
     # Exact: the incumbent is audited before the MIP, so a better pattern the MIP finds

@@ -610,7 +610,7 @@ def _repair(
     # Half of what is left to the trim: the next master needs the rest.
     now = highs.now()
     until = now + 0.5 * (until - now)
-    return trim(p, att, cheapest, protected, witness, proven, pool, until, protected & ~y)
+    return trim(p, att, cheapest, protected, witness, proven, pool, until)
 
 
 def _no_lonely_complements(p: SearchProblem) -> sp.csr_matrix:

@@ -137,7 +137,6 @@ def remove_superfluous(
     accept: Callable[[np.ndarray, int], bool] | None = None,
     phase: str = "clean-up",
     keep: np.ndarray | None = None,
-    rank: np.ndarray | None = None,
 ) -> np.ndarray:
     """Drop secondary suppressions, most expensive first, while all stay protected; then,
     with the time left, swap: drop a cell whose requirements cheaper complements meet.
@@ -157,9 +156,8 @@ def remove_superfluous(
 
     ``witness`` is updated in place: on return it holds a witness of every requirement
     within the pattern returned. ``accept(trial, j)``, if given, must also hold for the
-    removal of ``j`` to stand (:func:`trim`); cells in ``keep`` are not tried; ``rank``
-    orders the candidates, highest first, instead of their costs; ``phase`` names the
-    pass in the log."""
+    removal of ``j`` to stand (:func:`trim`); cells in ``keep`` are not tried; ``phase``
+    names the pass in the log."""
     levels = requirements(p)
     # Which requirements' witnesses use each cell, so that a candidate visits only those
     # (scanning every witness per candidate was 1.7 of 8 s on 100x100 hier).
@@ -171,7 +169,6 @@ def remove_superfluous(
     tried = removed = swapped = 0
     tried_cells = ~p.forced if keep is None else ~p.forced & ~keep
     candidates = np.flatnonzero(y & tried_cells)
-    by = p.cost if rank is None else rank
     log.info("%s: start, %d candidate cells", phase, len(candidates))
     cheapest.reset()
     # Swaps only where no aggregation rounds follow: those add back what the swaps save
@@ -181,7 +178,7 @@ def remove_superfluous(
         if swap:
             candidates = np.flatnonzero(y & tried_cells)
             log.info("%s: swaps, %d candidate cells", phase, len(candidates))
-        for j in candidates[np.argsort(-by[candidates], kind="stable")].tolist():
+        for j in candidates[np.argsort(-p.cost[candidates], kind="stable")].tolist():
             if highs.now() > deadline:
                 break  # what is left is safe, only not as lean
             if ticker.due():
@@ -442,7 +439,6 @@ def trim(
     proven: set,
     deviations: Deviations,
     deadline: float,
-    added: np.ndarray | None = None,
 ) -> np.ndarray:
     """Drop the secondary cells that the aggregation rounds made superfluous, most
     expensive first, until ``deadline``: the clean-up of :func:`remove_superfluous` once
@@ -463,11 +459,14 @@ def trim(
     still valid: the rounds only add cells); groups proven on the way join ``proven``;
     ``deviations`` is the rounds' pool (:func:`protect_aggregations`).
 
-    The dearest candidates go first, the cost of those in ``added`` (the cells the rounds
-    added) counted :data:`TRIM_ADDED_WEIGHT` times: the expected saving of a trial is the
-    cell's cost times the chance that it goes, and the rounds' own cells go about three
-    times as often (a full trim of 60x60 hier, seed 1: 10 of 106 against 8 of 265; of
-    100x100 hier: 24 of 278 against 21 of 719)."""
+    The dearest candidates go first, by cost alone. The cells the rounds added used to
+    count three times their cost (they go about three times as often: the expected
+    saving of a trial, when the trim's box held 60% of it); with the box holding nearly
+    all of it, cost alone leaves less value on every 2-D hierarchical preset
+    (deterministic mode, seeds 0-2: 100x100 0.8847 / 0.8863 / 0.8676% -> 0.8837 / 0.8844
+    / 0.8633%, 60x60 0.8697 / 0.8673 / 0.9276% -> 0.8683 / 0.8635 / 0.9276%, 2-5% more
+    solver work) and on larger ones on the wall clock (200x200 and 300x300 with 2-level
+    hierarchies, seed 1: 0.8491 -> 0.8480%, 0.8660 -> 0.8647%, the same seconds)."""
     if p.table.unions is None:
         return y
     group = hidden_groups(p.table.structure, p.table.unions, y)
@@ -508,8 +507,7 @@ def trim(
             trials.accepted(now[now != j])
         return verdict
 
-    rank = p.cost if added is None else p.cost * np.where(added, TRIM_ADDED_WEIGHT, 1.0)
-    return remove_superfluous(p, att, cheapest, y, witness, deadline, accept, "trim", keep, rank)
+    return remove_superfluous(p, att, cheapest, y, witness, deadline, accept, "trim", keep)
 
 
 #: The trim leaves the cells of groups larger than this: each trial re-screens the group
@@ -518,10 +516,6 @@ def trim(
 #: and 20x20x10 one group of 149-870 (a trial: 0.1-2 s, and their trims removed 1 cell
 #: in 2.2 s, 10 in 266 s and 12 in 435 s).
 TRIM_GROUP_CELLS = 100
-
-#: How much more a cell the aggregation rounds added counts in the trim's order (see
-#: :func:`trim`).
-TRIM_ADDED_WEIGHT = 3.0
 
 
 #: Why :func:`protect_aggregations` stopped when its rounds could not settle every group:
