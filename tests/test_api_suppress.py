@@ -272,8 +272,9 @@ def test_linked_tables_on_their_cover_table(client, declared):
 def test_a_cover_table_request_is_refused_where_it_cannot_be_served(make_client):
     """A cell in none of the linked tables is refused, naming the cell, where the cover
     table does not apply (rounding publishes every cell it rounds), and where a caller
-    forbids suppressing one (it is never published); a cover table beyond the cell limit
-    is refused before it is built, though the linked tables fit."""
+    forbids suppressing one (it is never published); so is partial suppression, which
+    would publish an interval for it; a cover table beyond the cell limit is refused
+    before it is built, though the linked tables fit."""
     client = make_client()
     request = _cover_request(True)
     rounding = {**request, "rules": None, "counts": {"threshold": 3}, "base": 5}
@@ -291,6 +292,14 @@ def test_a_cover_table_request_is_refused_where_it_cannot_be_served(make_client)
     (detail,) = r.json()["detail"]
     assert (detail["field"], detail["cell"]) == ("constraint", 7)
     assert "never published" in detail["message"]
+
+    # Partial suppression would publish an interval for every hidden cell (a helper's
+    # campaign: method 'partial' published (N1, s, C), 133, as [37.3, 150.0]).
+    for option, field in (({"method": "partial"}, "method"), ({"publish": "intervals"}, "publish")):
+        r = client.post("/v1/suppress", json={**_cover_request(True), **option})
+        assert r.status_code == 422, r.text
+        (detail,) = r.json()["detail"]
+        assert detail["field"] == field and "never published" in detail["message"]
 
     # Linked tables of 4 x 3 + 3 x 4 = 24 cells; their cover table has 4 x 3 x 3 = 36.
     r = make_client(max_cells=30).post("/v1/suppress", json=_cover_request(True))

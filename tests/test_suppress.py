@@ -790,3 +790,44 @@ def test_rounds_that_end_by_themselves_are_not_a_time_limit(monkeypatch):
     r = suppress(problem, cost=cell_costs("value", problem.values), method="fast", time_limit=60)
     assert r.status == "no_safe_pattern", r.message
     assert "could not be made safe" in r.message and not r.suppressed.any()
+
+
+def test_an_audit_undecided_by_a_tie_is_no_time_limit():
+    """A cover table (linked tables x-y and z-y, the cells outside them forced) whose
+    pattern the audit cannot certify: its MIP stops at an aggregation exactly at the
+    p%-rule's bound (the margin (x1, y0) of 3, 30 and 3: T - X1 - X2 = 36 - 30 - 3 = 3,
+    10% of 30, not sensitive under a strict rule), which the exact rule rejects, so the
+    group stays undecided whatever the time (a helper's campaign, 2026-11-27). The reply
+    said `time_limit` after 0.35 s of 10 ("the audit reached its time limit"); the audit
+    had not run out of time (``AggregationCheck.out_of_time``): `no_safe_pattern`, with
+    the reason."""
+    t = Table(
+        [Hierarchy.flat(d, [f"{d}{i}" for i in range(k)], "T") for d, k in zip("xyz", (2, 3, 2))]
+    )
+    leaves = {
+        ("x0", "y0", "z0"): [(1000, 1)],
+        ("x0", "y0", "z1"): [(1001, 300), (1002, 3), (1003, 3)],
+        ("x0", "y1", "z0"): [(1, 1)],
+        ("x0", "y1", "z1"): [(1004, 10), (1005, 300), (1006, 1000)],
+        ("x0", "y2", "z0"): [],
+        ("x0", "y2", "z1"): [(1, 1000)],
+        ("x1", "y0", "z0"): [(1007, 3)],
+        ("x1", "y0", "z1"): [(1008, 30), (1009, 3)],
+        ("x1", "y1", "z0"): [(1010, 10), (1011, 3)],
+        ("x1", "y1", "z1"): [(1012, 3)],
+        ("x1", "y2", "z0"): [],
+        ("x1", "y2", "z1"): [(1013, 1), (1014, 10)],
+    }
+    problem = _problem_of_leaves(t, leaves, PPercent(10.0))
+    # Cells of the linked tables x-y and z-y: a total in z, or in x.
+    outside = np.array(["T" not in (t.key(c)[0], t.key(c)[2]) for c in range(t.n_cells)])
+    r = suppress(
+        problem,
+        cost=cell_costs("value", problem.values),
+        method="fast",
+        time_limit=30,
+        forced=outside,
+    )
+    assert r.status == "no_safe_pattern", r.message
+    assert "cannot be certified" in r.message
+    assert r.audit.verdict == "uncertified" and not r.audit.aggregations.out_of_time

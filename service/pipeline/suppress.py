@@ -67,7 +67,16 @@ def protect(
                 "cost 'weights' needs a cost on every cell", field="cost", cell=unweighted[0]
             )
     if inputs.published is not None:
-        # The cover table's cells outside the linked tables are never published.
+        # The cover table's cells outside the linked tables are never published: not as
+        # an interval either, which partial suppression would publish for every
+        # suppressed cell (and chooses narrow under method 'partial').
+        if body.method == "partial" or body.publish == "intervals":
+            raise RequestInputError(
+                "cells in none of the linked tables are never published, and partial "
+                "suppression publishes an interval for every suppressed cell: use "
+                "method 'fast' or 'exact' with publish 'crosses' on a cover table",
+                field="method" if body.method == "partial" else "publish",
+            )
         conflict = np.flatnonzero(forbidden & ~inputs.published)
         if conflict.size:
             raise RequestInputError(

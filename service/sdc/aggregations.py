@@ -210,9 +210,11 @@ class AggregationCheck:
         ``screen_only``): under a one-intruder rule, with the intruder's respondent in one
         of the atoms ``partners``; ``()`` when not proven wherever it sits
         (:meth:`Requirements.at`).
-    shared_parts : bool
-        Some group was left undecided because hidden cells share parts that the check
-        judges as separate atoms (:data:`SHARED_PARTS`): no time limit would decide it.
+    out_of_time : bool
+        The check reached its deadline, so groups may be undecided for want of time; a
+        group undecided otherwise (hidden cells with common parts, :data:`SHARED_PARTS`;
+        a MIP point the exact rule does not confirm, such as a tie under a strict rule)
+        would stay so however long the check ran.
     """
 
     status: str
@@ -225,7 +227,7 @@ class AggregationCheck:
     seconds: float
     message: str
     failing: tuple = ()
-    shared_parts: bool = False
+    out_of_time: bool = False
 
     @property
     def safe(self) -> bool:
@@ -537,7 +539,7 @@ def check_aggregations(
         time.perf_counter() - start,
         messages[status],
         tuple(failing),
-        SHARED_PARTS in work.why,
+        highs.now() >= work.deadline,
     )
 
 

@@ -37,8 +37,8 @@ class SuppressionResult:
         (``message`` says why): the table may well have a safe pattern.
         ``no_safe_pattern``: none exists within the caller's constraints, or the pattern
         found failed the audit, or cannot be certified however long the audit runs (hidden
-        cells with common parts, :data:`service.sdc.aggregations.SHARED_PARTS`);
-        ``message`` says why.
+        cells with common parts, :data:`service.sdc.aggregations.SHARED_PARTS`; an
+        aggregation at a tie of a strict rule); ``message`` says why.
     objective : float
         Cost of the pattern's suppressions (all suppressed cells).
     lower_bound : float
@@ -186,10 +186,13 @@ def finish(
             message = f"{unfinished}, but the audit proved the pattern safe"
         return result(y, status, message, audit)
     reasons = "; ".join(audit.reasons)
-    # Uncertified for want of time, unless cells with common parts were hidden: those no
-    # time limit decides (aggregations.SHARED_PARTS), so that pattern is not passed.
-    sharing = audit.aggregations is not None and audit.aggregations.shared_parts
-    late = audit.verdict == "uncertified" and not sharing
+    # Uncertified for want of time only if the audit ran out of it: a group it left
+    # undecided otherwise (hidden cells with common parts, aggregations.SHARED_PARTS; a
+    # MIP point at a tie of a strict rule) no time limit decides, so that is no pattern.
+    late = audit.verdict == "uncertified" and (
+        audit.intervals.status == "time_limit"
+        or (audit.aggregations is not None and audit.aggregations.out_of_time)
+    )
     if known is not None and known[1].safe:
         # Never a pattern that did not pass; the audited incumbent did.
         return result(
