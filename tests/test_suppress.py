@@ -831,3 +831,36 @@ def test_an_audit_undecided_by_a_tie_is_no_time_limit():
     assert r.status == "no_safe_pattern", r.message
     assert "cannot be certified" in r.message
     assert r.audit.verdict == "uncertified" and not r.audit.aggregations.out_of_time
+
+
+def test_a_pattern_the_final_audit_rejects_is_repaired():
+    """The rounds prove every group without the cells the intervals pin down, which the
+    final audit then counts as published; on this 3x2 table (holdings 1-3 across cells,
+    the (p,q)-rule with coalitions of 2 and (2,90)-dominance; the wide brute-force
+    tests' generator) the audit found a sensitive aggregation and the fast method
+    returned no pattern, though hiding every cell is safe (44 of 298 such small tables).
+    Now a relation the aggregation is read from is opened and the rounds run again
+    (``fast.audited``): a safe pattern; with one audit and no repair, none."""
+    from service.sdc.rules import Dominance, PriorPosterior
+
+    t = Table(
+        [Hierarchy.flat("x", ["x0", "x1", "x2"], "T"), Hierarchy.flat("y", ["y0", "y1"], "T")]
+    )
+    leaves = {
+        ("x0", "y0"): [(1000, 50), (1001, 30), (1002, 19)],
+        ("x0", "y1"): [(1003, 55), (1004, 7), (1, 3), (2, 25), (3, 59)],
+        ("x1", "y0"): [(1005, 3), (1006, 24), (1007, 6), (1008, 18), (3, 56)],
+        ("x1", "y1"): [(2, 25)],
+        ("x2", "y0"): [(1, 6), (3, 56)],
+        ("x2", "y1"): [(1011, 20), (1012, 29), (1013, 7), (1014, 54)],
+    }
+    problem = _problem_of_leaves(t, leaves, PriorPosterior(20.0, 100.0, 2), Dominance(2, 90.0))
+    cost = cell_costs("value", problem.values)
+    r = suppress(problem, cost=cost, method="fast", time_limit=30)
+    assert r.status == "feasible" and r.safe, r.message
+    assert audit_pattern(problem, r.suppressed).verdict == "safe"
+    fast_module = sys.modules["service.sdc.suppress.fast"]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fast_module, "AUDIT_REPAIRS", 1)
+        once = suppress(problem, cost=cost, method="fast", time_limit=30)
+    assert once.status == "no_safe_pattern" and "sensitive aggregation" in once.message

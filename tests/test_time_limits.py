@@ -7,6 +7,7 @@ which says the table has no safe pattern within the caller's constraints.
 
 from __future__ import annotations
 
+import sys
 import time
 
 import numpy as np
@@ -135,9 +136,9 @@ def test_fast_within_its_limit(square):
     check_returned(square, r)
 
 
-def test_an_audit_out_of_time_is_uncertified_not_safe(square, monkeypatch):
-    """The final audit gets (almost) no time: the verdict is uncertified, no pattern is
-    returned as safe, the status is a time limit and the cells are named."""
+def _starve_the_final_audit(monkeypatch) -> None:
+    """The final audit with (almost) no time: the fast method's (``fast.audited``, whose
+    audit the result reuses) and the result's own (exact's, or any other pattern)."""
     real = suppress_result.audit_pattern
 
     def starved(*args, **kw):
@@ -145,6 +146,13 @@ def test_an_audit_out_of_time_is_uncertified_not_safe(square, monkeypatch):
         return real(*args, **kw)
 
     monkeypatch.setattr(suppress_result, "audit_pattern", starved)
+    monkeypatch.setattr(sys.modules["service.sdc.suppress.fast"], "audit_pattern", starved)
+
+
+def test_an_audit_out_of_time_is_uncertified_not_safe(square, monkeypatch):
+    """The final audit gets (almost) no time: the verdict is uncertified, no pattern is
+    returned as safe, the status is a time limit and the cells are named."""
+    _starve_the_final_audit(monkeypatch)
     r, _ = run(square, "fast", 5.0)
     check_unprotected(square, r)
     assert r.audit is not None and r.audit.verdict == "uncertified"
@@ -155,13 +163,7 @@ def test_an_audit_out_of_time_under_a_work_limit_says_time(square, monkeypatch):
     """In deterministic mode the search's deadline is work, but the audit's is seconds: an
     audit out of time is not reported as a work limit (before, every "time limit" of the
     message, the audit's reasons included, was rewritten as "work limit")."""
-    real = suppress_result.audit_pattern
-
-    def starved(*args, **kw):
-        kw["time_limit"] = 1e-9
-        return real(*args, **kw)
-
-    monkeypatch.setattr(suppress_result, "audit_pattern", starved)
+    _starve_the_final_audit(monkeypatch)
     g, sens, up, lo, unions, cost = square
     problem = TableProblem.of(g.table, g.values, sens, up, lo, unions=unions)
     r = suppress(problem, cost=cost, method="fast", time_limit=10_000, work_limit=10**9)

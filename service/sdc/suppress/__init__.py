@@ -81,7 +81,15 @@ from ..audit import audit_pattern
 from ..errors import InputError
 from ..problem import TableProblem
 from .exact import exact
-from .fast import UNSETTLED, log, protect, protect_aggregations, remove_superfluous, trim
+from .fast import (
+    UNSETTLED,
+    audited,
+    log,
+    protect,
+    protect_aggregations,
+    remove_superfluous,
+    trim,
+)
 from .lps import Attacker, Cheapest
 from .partial import PartialResult, partial
 from .problem import COST_KINDS, cell_costs, prepare
@@ -287,7 +295,8 @@ def _search(problem, cost, forbidden, forced, method, start, end, budget, audit_
     )
     y = trim(p, att, cheapest, protected, witness, proven, pool, until)
     if method == "fast":
-        return done(y, status, message)
+        y, audit = audited(p, cheapest, y, proven, pool, end)
+        return done(y, status, message, known=(y, audit))
     # Exact: the incumbent is audited before the MIP, so a better pattern the MIP finds
     # but the audit cannot certify in time falls back to it; on the wall clock the MIP
     # stops early enough for an audit like this one (twice its time) or
