@@ -782,7 +782,9 @@ def test_rounds_that_end_by_themselves_are_not_a_time_limit(monkeypatch):
     class Rejected:
         safe, aggregations = False, None
 
-    monkeypatch.setattr(sys.modules["service.sdc.suppress.fast"], "_audit", lambda p, y: Rejected())
+    monkeypatch.setattr(
+        sys.modules["service.sdc.suppress.fast"], "_audit", lambda p, y, *rest: Rejected()
+    )
     t = Table(
         [Hierarchy.flat(d, [f"{d}{i}" for i in range(k)], "T") for d, k in zip("xyz", (3, 2, 2))]
     )
@@ -861,6 +863,6 @@ def test_a_pattern_the_final_audit_rejects_is_repaired():
     assert audit_pattern(problem, r.suppressed).verdict == "safe"
     fast_module = sys.modules["service.sdc.suppress.fast"]
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(fast_module, "AUDIT_REPAIRS", 1)
+        mp.setattr(fast_module, "AUDIT_REPAIRS", 0)
         once = suppress(problem, cost=cost, method="fast", time_limit=30)
     assert once.status == "no_safe_pattern" and "sensitive aggregation" in once.message

@@ -483,7 +483,7 @@ def check_aggregations(
         deviations.flush()
     # Hidden cells that share a part with another hidden cell, in any group: aggregations
     # of two groups add up too, and their sum is judged nowhere.
-    sharing = _sharing(relations, work.table.g, work.cells)
+    sharing = _sharing(relations, work.table.cell_atoms, work.cells)
     batch: list[tuple[bytes | None, _Group]] = []
     # Only a check that publishes derived cells (the final audit) can have a group strictly
     # within a proven one: the rounds' patterns only grow.
@@ -551,11 +551,11 @@ SHARED_PARTS = (
 )
 
 
-def _sharing(relations, atoms: sp.csr_matrix, cells: np.ndarray) -> np.ndarray | None:
+def _sharing(relations, cell_atoms: bool, cells: np.ndarray) -> np.ndarray | None:
     """Which of the hidden ``cells`` share a part (a leaf cell of a table, of the union of
     linked tables) with another of them, when the check judges each cell as an atom of its
-    own (``atoms``, the check's :func:`atom_map`, the identity); None where it judges the
-    leaves (no shared parts among atoms) or the structure cannot tell.
+    own (``cell_atoms``: the check's :func:`atom_map` is the identity); None where it
+    judges the leaves (no shared parts among atoms) or the structure cannot tell.
 
     Seed 002 section 5 writes ``X_A^r = sum_i |lambda_i x_i^r|`` for cells without common
     parts; with common parts a respondent's share is counted once per cell it lies in,
@@ -570,21 +570,21 @@ def _sharing(relations, atoms: sp.csr_matrix, cells: np.ndarray) -> np.ndarray |
     certified (:data:`SHARED_PARTS`).
 
     Two cells share a leaf when, in every dimension, their codes' leaves meet: with each
-    code's leaves numbered depth first (an interval, :func:`_leaf_intervals`), when the
+    code's leaves numbered depth first (an interval, ``Hierarchy.leaf_interval``), when the
     intervals overlap. Read from the codes, never from the cross-classification of linked
     tables (which may be far larger than they are), pair by pair in blocks of
     :data:`_PAIRS_PER_BLOCK`."""
     if getattr(relations, "union_index", None) is not None:
         index = np.asarray(relations.union_index)[cells]
         positions = np.stack(np.unravel_index(index, relations.shape), axis=1)
-    elif getattr(relations, "key_positions", None) is not None and _is_identity(atoms):
+    elif getattr(relations, "key_positions", None) is not None and cell_atoms:
         positions = np.asarray(relations.key_positions)[cells]
     else:
         return None
     lo = np.empty(positions.shape, np.int64)
     hi = np.empty(positions.shape, np.int64)
     for d, h in enumerate(relations.dimensions):
-        first, end = _leaf_intervals(h)
+        first, end = h.leaf_interval
         lo[:, d], hi[:, d] = first[positions[:, d]], end[positions[:, d]]
     out = np.zeros(len(cells), bool)
     step = max(1, _PAIRS_PER_BLOCK // max(len(cells), 1))
@@ -601,34 +601,6 @@ def _sharing(relations, atoms: sp.csr_matrix, cells: np.ndarray) -> np.ndarray |
 
 #: Pairs of hidden cells compared at once by :func:`_sharing` (its memory: a byte each).
 _PAIRS_PER_BLOCK = 4_000_000
-
-
-def _leaf_intervals(h) -> tuple[np.ndarray, np.ndarray]:
-    """Each code of hierarchy ``h`` as the interval ``[first, end)`` of its leaves,
-    numbered depth first (so that every code's leaves are consecutive)."""
-    first = np.zeros(h.n_codes, np.int64)
-    end = np.zeros(h.n_codes, np.int64)
-    count = 0
-    stack = [(int(r), False) for r in np.flatnonzero(np.asarray(h.parent) < 0)[::-1]]
-    while stack:
-        code, closing = stack.pop()
-        if closing:
-            end[code] = count
-            continue
-        first[code] = count
-        kids = h.children_idx[h.children_ptr[code] : h.children_ptr[code + 1]]
-        if not kids.size:
-            count += 1
-            end[code] = count
-            continue
-        stack.append((code, True))
-        stack.extend((int(k), False) for k in kids[::-1])
-    return first, end
-
-
-def _is_identity(g: sp.csr_matrix) -> bool:
-    """Whether the atom map ``g`` makes every cell an atom of its own."""
-    return g.nnz == g.shape[0] and bool((g.indices == np.arange(g.shape[0])).all())
 
 
 @dataclass(frozen=True)
@@ -720,6 +692,12 @@ class _Table:
         table = cls(relations, source)
         source.memo["aggregations"] = (relations, table)
         return table
+
+    @cached_property
+    def cell_atoms(self) -> bool:
+        """Whether the atom map makes every cell an atom of its own (:func:`atom_map`)."""
+        g = self.g
+        return g.nnz == g.shape[0] and bool((g.indices == np.arange(g.shape[0])).all())
 
     @cached_property
     def g_cols(self) -> sp.csc_matrix:

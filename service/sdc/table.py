@@ -292,6 +292,30 @@ class Hierarchy:
         return np.array(depth, dtype=np.int64)
 
     @cached_property
+    def leaf_interval(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each code as the interval ``[first, end)`` of its leaves, numbered depth first
+        (so that every code's leaves are consecutive): two codes have a leaf in common
+        when their intervals overlap."""
+        first = np.zeros(self.n_codes, np.int64)
+        end = np.zeros(self.n_codes, np.int64)
+        count = 0
+        stack = [(int(r), False) for r in np.flatnonzero(np.asarray(self.parent) < 0)[::-1]]
+        while stack:
+            code, closing = stack.pop()
+            if closing:
+                end[code] = count
+                continue
+            first[code] = count
+            kids = self.children_idx[self.children_ptr[code] : self.children_ptr[code + 1]]
+            if not kids.size:
+                count += 1
+                end[code] = count
+                continue
+            stack.append((code, True))
+            stack.extend((int(k), False) for k in kids[::-1])
+        return first, end
+
+    @cached_property
     def by_depth(self) -> tuple[np.ndarray, np.ndarray]:
         """Code positions sorted by :attr:`depth` (pre-order within a depth), and where
         each depth starts among them: depth ``d`` is ``order[start[d]:start[d + 1]]``.

@@ -276,9 +276,9 @@ def _search(problem, cost, forbidden, forced, method, start, end, budget, audit_
     if protected is None:
         if not why.startswith("time limit") and why != UNSETTLED:
             return done(None, "no_safe_pattern", why)
-        # Out of time, or the rounds could add nothing more (settled): the audit may still
-        # prove the pattern safe, else it names the cells left unprotected.
-        return done(y, status, message, unfinished=why, settled=why == UNSETTLED)
+        # Out of time, or the rounds could add nothing more (UNSETTLED): the audit may
+        # still prove the pattern safe, else it names the cells left unprotected.
+        return done(y, status, message, unfinished=why)
     # The trim (fast.trim) re-screens a group per candidate: TRIM_SHARE of the time spent
     # so far and TRIM_PER_CANDIDATE per candidate, at most half the time left. Its
     # savings come about evenly over its candidates (100x100 hier, seed 1: 0.907% of the

@@ -420,7 +420,7 @@ def protect_aggregations(
         # of an aggregation the audit found.
         found = check.found
         if not found:
-            audit = _audit(p, y)
+            audit = _audit(p, y, proven)
             if audit.safe:
                 log.info("aggregations: end after %d rounds, audited safe", round_)
                 return y, ""
@@ -523,15 +523,18 @@ TRIM_GROUP_CELLS = 100
 UNSETTLED = "aggregations of suppressed cells could not be made safe"
 
 
-def _audit(p: SearchProblem, y: np.ndarray):
-    """The final audit of ``y`` for the rounds' last resort (:func:`protect_aggregations`),
-    on the wall clock until the search's end (deterministic mode: its wall deadline).
-    Found by a helper's property test: a 3-D table with empty leaves under the (p,q)-rule,
-    whose rounds met every requirement without the screen proving every atom and ended
-    with no pattern, while the audit called their pattern safe."""
-    c = highs.clock()
-    end = c.wall_deadline if isinstance(c, highs.WorkClock) else p.deadline
-    return audit_pattern(p.table, y, time_limit=max(end - time.perf_counter(), 1e-3))
+def _audit(p: SearchProblem, y: np.ndarray, proven: set, end: float | None = None):
+    """The final audit of ``y`` (``proven``: the groups proven so far, see
+    :func:`service.sdc.aggregations.check_aggregations`) on the wall clock until ``end``,
+    by default the search's end (deterministic mode: its wall deadline). The rounds' last
+    resort (:func:`protect_aggregations`; found by a helper's property test: a 3-D table
+    with empty leaves under the (p,q)-rule, whose rounds met every requirement without the
+    screen proving every atom and ended with no pattern, while the audit called their
+    pattern safe), and the fast method's final audit (:func:`audited`)."""
+    if end is None:
+        c = highs.clock()
+        end = c.wall_deadline if isinstance(c, highs.WorkClock) else p.deadline
+    return audit_pattern(p.table, y, time_limit=max(end - time.perf_counter(), 1e-3), proven=proven)
 
 
 #: Repairs of a pattern the final audit rejects for a sensitive aggregation (:func:`audited`).
@@ -555,21 +558,18 @@ def audited(
     brute-force tests' small tables (2026-11-27): 44 of 298 got no pattern, 40 of them
     for "1 sensitive aggregation" the final audit found, though hiding every cell was
     safe in all 44."""
+    audit = _audit(p, y, proven, end)
     for _ in range(AUDIT_REPAIRS):
-        audit = audit_pattern(
-            p.table, y, time_limit=max(end - time.perf_counter(), 1e-3), proven=proven
-        )
         found = () if audit.safe or audit.aggregations is None else audit.aggregations.found
         trial = y.copy()
         if not found or highs.now() >= p.deadline or not _open_relations(p, trial, found):
-            return y, audit
+            break
         repaired, _ = protect_aggregations(p, trial, cheapest, proven=proven, deviations=deviations)
         if repaired is None:
-            return y, audit
+            break
         y = repaired
-    return y, audit_pattern(
-        p.table, y, time_limit=max(end - time.perf_counter(), 1e-3), proven=proven
-    )
+        audit = _audit(p, y, proven, end)
+    return y, audit
 
 
 def _open_relations(p: SearchProblem, y: np.ndarray, found) -> int:

@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import highs
 from ..audit import PatternAudit, audit_pattern
+from .fast import UNSETTLED
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,6 @@ def finish(
     *,
     partial=None,
     unfinished=None,
-    settled=False,
     known=None,
     proven=None,
 ) -> SuppressionResult:
@@ -117,8 +117,9 @@ def finish(
     the wall clock until ``end``, as the audit (the same LPs, so the same cells, unless
     the call's time runs out first). ``unfinished``: why the protection
     of ``y`` stopped short of the end; a ``y`` the audit then rejects is a time limit, not
-    a failure of the table, unless ``settled``: the search ended by itself (its rounds
-    could add nothing more), which no time limit changes."""
+    a failure of the table, unless the aggregation rounds ended by themselves
+    (:data:`~service.sdc.suppress.fast.UNSETTLED`: they could add nothing more), which no
+    time limit changes."""
     n = len(p.values)
     none = np.zeros(n, bool)
 
@@ -216,7 +217,7 @@ def finish(
     if unfinished is not None and audit.verdict == "unsafe":
         return result(
             none,
-            "no_safe_pattern" if settled else "time_limit",
+            "no_safe_pattern" if unfinished == UNSETTLED else "time_limit",
             f"{unfinished}: the pattern reached does not pass "
             f"the audit ({reasons}); no pattern is returned",
             audit,
