@@ -44,10 +44,16 @@ Readings
   width on a large cell costs more; ``unity``: the plain total width, Salazar's unweighted
   objective). A cell of cost 0 is counted at ``1e-9 max(1, max c)`` per unit, so that its
   interval is not widened for nothing.
-* Every protection level is asked for with a margin of ``1e-6 max(1, level)`` (but not
-  beyond the a-priori room), so that the audit, which recomputes the intervals from the
-  published bounds with its own LPs, sees each level reached and not missed by solver
-  round-off.
+* The master asks for each protection level itself, and the intervals found are then
+  widened by the factor ``1 + 1e-6`` (each end within its a-priori room): the attacker's
+  maximum is positively homogeneous in ``d``, so every level is then met with a margin
+  of ``1e-6`` of it, and the audit, which recomputes the intervals from the published
+  bounds with its own LPs, sees it reached and not missed by solver round-off. The
+  lower bound is the master's, without the margin, so the narrowest result is within
+  ``1e-6`` of it. (Asking the master for ``level + margin`` instead, as before, could
+  route the margin's sliver through other, dearer cells where the cheapest cycle is at
+  a cell's a-priori bound: a 3x3 table got three more cells with intervals of width
+  ``1e-6`` and a weighted width ``1.05e-5`` over the narrowest.)
 * What the published intervals give away beyond the intervals an intruder computes:
   nothing the model does not already take into account (the intruder's knowledge *is*
   the published intervals and the relations). But an interval's end can be the true
@@ -73,7 +79,8 @@ Readings
   never returned as safe.
 * Time limit: when the cut generation stops early, the master's ``d`` may miss some
   requirements. The attacker's maximum is positively homogeneous in ``d``, so ``t d`` with
-  ``t = max_k level_k / reach_k`` meets every requirement when it stays within the rooms;
+  ``t = max_k level_k / reach_k`` meets every requirement when it stays within the rooms
+  (with the margin above: ``(1 + 1e-6) t``);
   it is returned (status ``time_limit``, with the master's bound as ``lower_bound``) if the
   audit passes it, else nothing is.
 """
@@ -101,7 +108,8 @@ from .result import SuppressionResult, on_work_clock, unproven
 
 log = logging.getLogger("sdc.suppress")
 
-#: Relative margin by which every level is asked for (module docstring, Readings).
+#: Relative margin by which every level is met: the intervals found for the levels
+#: themselves are widened by ``1 + LEVEL_MARGIN`` (module docstring, Readings).
 LEVEL_MARGIN = 1e-6
 #: Rounds of aggregation requirements before giving up.
 MAX_AGGREGATION_ROUNDS = 50
@@ -218,14 +226,13 @@ def _chord(cap: np.ndarray, room: np.ndarray) -> np.ndarray:
 
 
 def _target(level: float, room: float) -> tuple[float, float]:
-    """The level asked for (with its margin, not beyond the room) and the reach accepted
-    as meeting it."""
-    margin = LEVEL_MARGIN * max(1.0, abs(level))
-    target = min(level + margin, room)
-    if target >= level + margin:
-        return target, target - 0.5 * margin
-    # At the a-priori bound: it must be reached to the solver's precision.
-    return target, target - 1e-9 * max(1.0, abs(target))
+    """The level asked for (not beyond the room) and the reach accepted as meeting it:
+    within half the margin, which the widening by ``1 + LEVEL_MARGIN`` (:func:`_rescaled`)
+    more than makes up for, and which keeps the cut loop from chasing round-off."""
+    if level <= room:
+        return level, level - 0.5 * LEVEL_MARGIN * max(1.0, abs(level))
+    # Beyond the a-priori room: the room must be reached to the solver's precision.
+    return room, room - 1e-9 * max(1.0, abs(room))
 
 
 def partial(
@@ -460,8 +467,11 @@ def _solve(problem, cost, forbidden, forced, start, end, budget) -> PartialResul
             "the narrowest intervals under the aggregation requirements were found "
             "(their linear restriction may leave wider intervals than needed)"
         )
-    if status == "time_limit":
-        d = _rescaled(d, reached, reqs, room_up, room_down)
+    widened = _rescaled(d, reached, reqs, room_up, room_down)
+    if status != "time_limit":
+        d = d if widened is None else widened
+    else:
+        d = widened
         if d is None:
             return result(
                 "time_limit",
@@ -570,18 +580,18 @@ def _separate(att: _Attacker, master: _Master, reqs: list[_Requirement], d_up, d
 
 
 def _rescaled(d, reached: list[float], reqs: list[_Requirement], room_up, room_down):
-    """``t d`` meeting every requirement checked at ``d`` by homogeneity (module
-    docstring, Readings): ``d`` is the last point whose requirements were all checked,
-    ``reached`` their reach there (the first ``len(reached)`` of ``reqs``: aggregation
-    requirements added since are left to the audit). ``None`` when one was not reached
-    at all."""
-    if d is None or not reached:
+    """``(1 + LEVEL_MARGIN) t d`` meeting every requirement checked at ``d`` with the
+    margin, by homogeneity (module docstring, Readings; ``t = 1`` at a converged point):
+    ``d`` is the last point whose requirements were all checked, ``reached`` their reach
+    there (the first ``len(reached)`` of ``reqs``: aggregation requirements added since
+    are left to the audit). ``None`` when one was not reached at all."""
+    if d is None:
         return None
     reach = np.asarray(reached, float)
     target = np.array([r.target for r in reqs[: len(reach)]])
     if not (reach > 0).all():
         return None
-    t = max(1.0, float((target / reach).max()))
+    t = (1.0 + LEVEL_MARGIN) * max(1.0, float((target / reach).max(initial=1.0)))
     return np.minimum(t * d[0], room_up), np.minimum(t * d[1], room_down)
 
 
