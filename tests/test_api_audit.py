@@ -440,3 +440,94 @@ def test_count_table_difference_is_an_aggregation(client):
         "/v1/audit", json=_grid_body(["A", "B"], ["I", "II"], leaves, rect, counts={"threshold": 3})
     ).json()
     assert reply["aggregations"]["status"] == "safe", reply
+
+
+# --- linked tables sent without their cover, no sensitive cell hidden (2026-11-27) -----
+
+#: The cover (region x size x nace) of the linked tables region x size and region x nace:
+#: the microdata behind their cells. (N1, s, F) is a singleton of 100, (N1, m, C) one of 1.
+_COVER_AMOUNTS = {
+    ("N1", "s", "C"): [10] * 10,
+    ("N1", "s", "F"): [100],
+    ("N1", "m", "C"): [1],
+    ("N1", "m", "F"): [10] * 10,
+    **{("N2", z, n): [10] * 10 for z in "sm" for n in "CF"},
+}
+#: Hidden: (N1, s), (N1, C) and N1's total, the same for N2 (so nothing is derived). None
+#: is sensitive, yet (N1, s) - (N1, C) = x(N1, s, F) - x(N1, m, C) = 100 - 1 is published.
+_LINKED_HIDDEN = [(r, *k) for r in ("N1", "N2") for k in [("s", "T"), ("T", "C"), ("T", "T")]]
+
+
+def _in(key, part):
+    return all(c == "T" or c == p for c, p in zip(key, part))
+
+
+def _linked_without_cover(counts: bool = False) -> dict:
+    """The linked tables' cells with the contributions of their parts (or, with
+    ``counts``, the number of respondents as the value, under a threshold of 3)."""
+    leaves = [(r, z, "T") for r in ("N1", "N2") for z in "sm"]
+    leaves += [(r, "T", n) for r in ("N1", "N2") for n in "CF"]
+    cells = []
+    for key in leaves + [(r, "T", "T") for r in ("N1", "N2")]:
+        amounts = [a for part, v in _COVER_AMOUNTS.items() if _in(key, part) for a in v]
+        cell = {"key": list(key), "suppressed": key in _LINKED_HIDDEN}
+        if counts:
+            cell["value"] = len(amounts)
+        elif key in leaves:
+            cell["contributions"] = [{"value": a} for a in amounts]
+        cells.append(cell)
+    body = {
+        "structure": {
+            "dimensions": [
+                {"name": "region", "leaves": ["N1", "N2"], "total": "T"},
+                {"name": "size", "leaves": ["s", "m"], "total": "T"},
+                {"name": "nace", "leaves": ["C", "F"], "total": "T"},
+            ],
+            "tables": [["region", "size"], ["region", "nace"]],
+        },
+        "cells": cells,
+    }
+    if counts:
+        body["counts"] = {"threshold": 3}
+    else:
+        body["rules"] = {"rules": [{"type": "p_percent", "p": 10}]}
+    return body
+
+
+@pytest.mark.parametrize("counts", [False, True])
+def test_linked_cells_with_common_parts_are_never_safe_without_a_sensitive_one(client, counts):
+    """A helper's campaign (2026-11-27): with no sensitive cell hidden, the groups were
+    skipped as safe (seed 002 Theorem 2, which holds for disjoint parts only) and the
+    audit said ``safe`` for a pattern that publishes a singleton to the other singleton's
+    respondent (with counts: a union of 2 respondents under a threshold of 3). Now
+    ``uncertified``; with the contributions on the cover's leaves, ``unsafe``."""
+    reply = client.post("/v1/audit", json=_linked_without_cover(counts))
+    assert reply.status_code == 200, reply.text
+    body = reply.json()
+    assert body["verdict"] == "uncertified", body["aggregations"]
+    assert "share contributions" in body["aggregations"]["message"]
+    if counts:
+        return
+    cover = _linked_without_cover()
+    cover["cells"] = [
+        {"key": list(k), "contributions": [{"value": a} for a in v]}
+        for k, v in _COVER_AMOUNTS.items()
+    ] + [{"key": list(k), "suppressed": True} for k in _LINKED_HIDDEN]
+    reply = client.post("/v1/audit", json=cover)
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["verdict"] == "unsafe"
+
+
+def test_suppression_forcing_linked_cells_with_common_parts_is_not_called_safe(client):
+    """The same pattern forced through /v1/suppress was returned ``safe``."""
+    body = _linked_without_cover()
+    for cell in body["cells"]:
+        if cell.pop("suppressed"):
+            cell["constraint"] = "force"
+    reply = client.post("/v1/suppress", json=body)
+    assert reply.status_code == 200, reply.text
+    out = reply.json()
+    assert not out["safe"] and out["audit"] is None
+    solver = out["solver"]
+    assert solver["status"] == "no_safe_pattern" and solver["verdict"] == "uncertified"
+    assert "share contributions" in solver["message"]

@@ -648,6 +648,47 @@ def test_an_aggregation_of_linked_cells_with_common_parts_is_not_certified():
     assert "share contributions" in result.aggregations.message
 
 
+def test_linked_cells_with_common_parts_are_not_certified_when_none_is_sensitive():
+    """Hiding (N1, s), (C, N1) and N1's total, and the same for N2 so that nothing is
+    derived: none of the six is sensitive, yet the pattern publishes (N1, s) - (C, N1) =
+    x(N1, s, F) - x(N1, m, C) = 100 - 1, and the one respondent of (N1, m, C) learns the
+    singleton. Seed 002 Theorem 2 (an aggregation of non-sensitive cells is safe) holds
+    for disjoint parts only; the check skipped such groups and said ``safe`` (a helper's
+    campaign, 2026-11-27). Now ``uncertified``, as with a sensitive cell hidden; on the
+    cover table the same pattern is judged exactly: ``unsafe``."""
+    from service.sdc.audit import audit_pattern
+    from service.sdc.rules import PPercent
+    from tests import bruteforce
+
+    amounts = {
+        ("N1", "s", "C"): [10] * 10,
+        ("N1", "s", "F"): [100],
+        ("N1", "m", "C"): [1],
+        ("N1", "m", "F"): [10] * 10,
+        **{("N2", z, n): [10] * 10 for z in "sm" for n in "CF"},
+    }
+    ids = iter(range(1000, 10**6))
+    leaves = {k: [(next(ids), float(a)) for a in v] for k, v in amounts.items()}
+    hidden = [(r, *k) for r in ("N1", "N2") for k in [("s", "T"), ("T", "C"), ("T", "T")]]
+    for cover in (False, True):
+        problem, values, at, _, _ = _linked_problem(["N1", "N2"], leaves, PPercent(10.0), cover)
+        pattern = np.zeros(len(values), bool)
+        pattern[[at(*key) for key in hidden]] = True
+        if cover:
+            # The cover's cells outside the linked tables are never published.
+            pattern[[at(r, z, n) for r in ("N1", "N2", "T") for z in "sm" for n in "CF"]] = True
+            assert audit_pattern(problem, pattern).verdict == "unsafe"
+            continue
+        assert not problem.sensitive[pattern].any()
+        lam = np.zeros(len(values))
+        lam[at("N1", "s", "T")], lam[at("N1", "T", "C")] = 1, -1
+        assert bruteforce.in_row_space(problem.relations.toarray(), pattern, lam)
+        assert lam @ values == 99.0
+        result = audit_pattern(problem, pattern)
+        assert result.verdict == "uncertified"
+        assert "share contributions" in result.aggregations.message
+
+
 def test_cells_without_common_parts_are_still_judged():
     """The guard leaves alone a group whose hidden cells share no part: the cells
     (N1, s) and (N2, m) of one linked table, hidden with nothing else, are judged (no

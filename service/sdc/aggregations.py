@@ -488,7 +488,9 @@ def check_aggregations(
     # Only a check that publishes derived cells (the final audit) can have a group strictly
     # within a proven one: the rounds' patterns only grow.
     cover = _Cover(work, proven, hidden) if proven and derived_cells.size else None
+    examined = np.zeros(len(work.cells), bool)
     for members, build in work.groups():
+        examined[members] = True
         tag = work.cells[members].tobytes() if proven is not None else None
         if proven is not None and (
             tag in proven or (cover is not None and cover.covers(work.cells[members]))
@@ -510,6 +512,15 @@ def check_aggregations(
         if len(batch) == _BATCH_GROUPS:
             decide(batch)
     decide(batch)
+    if sharing is not None and (sharing & ~examined).any():
+        # The groups skipped as holding no cell a rule could call sensitive (seed 002
+        # Theorem 2, which holds for disjoint atoms): with common parts, an aggregation of
+        # such cells can isolate a sensitive part (a difference of two linked cells, see
+        # _sharing), so theirs are not certified either.
+        groups += 1
+        statuses.append("undecided")
+        undecided.append(work.cells[sharing & ~examined])
+        work.why.add(SHARED_PARTS)
     found.extend(more)
     found.sort(key=lambda g: -g.measure)
     if found:
