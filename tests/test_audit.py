@@ -856,3 +856,86 @@ def test_an_aggregation_with_an_empty_member_pools_its_holdings():
     result = audit_pattern(problem, pattern)
     assert result.verdict == "unsafe", result.reasons
     assert result.aggregations.worst.rule == 0  # the dominance rule
+
+
+# --- count tables: intervals of whole numbers (2026-11-27) -------------------------------
+
+#: A 3x3x3 count table (leaves in the table's order) and a pattern, found by a random
+#: search: the hidden cell (c2, c1, Total), a count of 5, has the LP interval [2, 7], but
+#: no table of whole numbers puts it below 3.
+_COUNTS_3D = [2, 0, 1, 0, 1, 0, 1, 2, 2, 1, 2, 2, 0, 1, 0, 2, 0, 0, 0, 1, 2, 2, 1, 2, 0, 2, 0]
+_HIDDEN_3D = [1, 3, 7, 8, 11, 12, 13, 16, 17, 21, 22, 23, 24, 25, 26, 29, 30, 31, 32, 37, 39]
+_HIDDEN_3D += [41, 42, 43, 44, 45, 46, 47, 48, 50, 51, 53, 54, 55, 56, 58, 59, 60, 61, 62, 63]
+
+
+def _whole_number_interval(a, values, hidden, j):
+    """The min and max of cell ``j`` over tables of whole numbers >= 0 that agree with
+    the published cells (scipy's MILP, apart from the service)."""
+    from scipy.optimize import Bounds, LinearConstraint, milp
+
+    a = a.toarray()
+    s = np.flatnonzero(hidden)
+    rhs = -(a[:, ~hidden] @ values[~hidden])
+    rows = np.abs(a[:, s]).sum(axis=1) > 0
+    equal = LinearConstraint(a[rows][:, s], rhs[rows], rhs[rows])
+    out = []
+    for sign in (1.0, -1.0):
+        cost = np.zeros(len(s))
+        cost[np.flatnonzero(s == j)[0]] = sign
+        found = milp(cost, constraints=equal, integrality=np.ones(len(s)), bounds=Bounds(0))
+        assert found.status == 0, found.message
+        out.append(sign * found.fun)
+    return tuple(out)
+
+
+def test_count_tables_get_intervals_of_whole_numbers():
+    """The LP relaxation of a 3-D table need not have whole-number bounds (Cox 2002): the
+    LP says [2, 7] for a count of 5, whole-number tables [3, 7]. A lower protection level
+    of 3 looked met; for counts the intervals are now those of whole numbers (a MIP where
+    the LP's optimum is not whole), and the audit says unsafe. Magnitudes keep the LP's."""
+    from service.sdc.audit import audit_pattern
+    from service.sdc.problem import TableProblem
+
+    t = Table([Hierarchy.flat(f"d{k}", ["c0", "c1", "c2"]) for k in range(3)])
+    leaf = np.zeros(t.n_cells)
+    leaf[np.flatnonzero(t.is_leaf)] = _COUNTS_3D
+    x = t.fill_margins(leaf)
+    hidden = np.zeros(t.n_cells, bool)
+    hidden[_HIDDEN_3D] = True
+    j = t.cell_index(("c2", "c1", "Total"))
+    assert x[j] == 5 and _whole_number_interval(t.relations, x, hidden, j) == (3.0, 7.0)
+    for integral, expected in ((False, (2.0, 7.0)), (True, (3.0, 7.0))):
+        iv = feasibility_intervals(t.relations, x, hidden, integral=integral)
+        k = int(np.flatnonzero(iv.cells == j)[0])
+        assert (iv.lower[k], iv.upper[k]) == pytest.approx(expected) and iv.certified.all()
+    sensitive = np.zeros(t.n_cells, bool)
+    sensitive[j] = True
+    for integral, verdict in ((False, "safe"), (True, "unsafe")):
+        problem = TableProblem.of(t, x, sensitive, 0.0, 3.0, integral=integral)
+        assert audit_pattern(problem, hidden).verdict == verdict
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.data())
+def test_whole_number_intervals_agree_with_a_milp(data):
+    """Random 3x3x2 count tables and patterns (the grand total published): every
+    interval of the integral audit is the whole-number one (scipy's MILP), and lies
+    within the LP's."""
+    t = Table(
+        [Hierarchy.flat(f"d{k}", [f"c{i}" for i in range(m)]) for k, m in enumerate((3, 3, 2))]
+    )
+    leaves = np.flatnonzero(t.is_leaf)
+    leaf = np.zeros(t.n_cells)
+    leaf[leaves] = data.draw(
+        st.lists(st.integers(0, 3), min_size=len(leaves), max_size=len(leaves))
+    )
+    x = t.fill_margins(leaf)
+    hidden = np.array(data.draw(st.lists(st.booleans(), min_size=t.n_cells, max_size=t.n_cells)))
+    hidden[t.cell_index(("Total", "Total", "Total"))] = False  # every interval bounded
+    whole = feasibility_intervals(t.relations, x, hidden, integral=True)
+    lp = feasibility_intervals(t.relations, x, hidden)
+    assert whole.certified.all()
+    for k, j in enumerate(whole.cells.tolist()):
+        lo, hi = _whole_number_interval(t.relations, x, hidden, j)
+        assert (whole.lower[k], whole.upper[k]) == pytest.approx((lo, hi), abs=1e-6)
+        assert lp.lower[k] <= lo + 1e-6 and hi <= lp.upper[k] + 1e-6

@@ -241,7 +241,8 @@ def test_api_controlled(client):
     # The threshold rule (0 < count < 5): a,x 3, b,y 4, b,z 1.
     audited = {tuple(c["key"]): c for c in reply["audit"]["cells"]}
     assert set(audited) == {("a", "x"), ("b", "y"), ("b", "z")}
-    assert audited["b", "z"]["interval"] == [0.0, 5.0] and audited["b", "z"]["protected"]
+    # Rounded to 0: a count strictly within (-5, 5), so a whole number from 0 to 4.
+    assert audited["b", "z"]["interval"] == [0.0, 4.0] and audited["b", "z"]["protected"]
 
 
 def test_api_random_is_reproducible_and_says_not_additive(client):
@@ -295,3 +296,31 @@ def test_api_filter_role_sees_rounded_values_only(make_client, key_file):
     assert as_filter["audit"] is None and as_analyst["audit"]["cells"]
     assert [c["rounded"] for c in as_filter["cells"]] == [c["rounded"] for c in as_analyst["cells"]]
     assert as_analyst["loss"]["total_absolute"] == 24.0
+
+
+def test_api_a_count_rounded_to_base_1_is_published_and_not_protected(client):
+    """Counts rounded to base 1 do not change, so the count of 1 at a,x (threshold 3:
+    sensitive) is published exactly. The audit read every cell as known within
+    [r - 1, r + 1] = [0, 2] and called it protected (a helper's campaign, 2026-11-27);
+    a count is a whole number strictly inside (r - b, r + b), here 1 alone."""
+    b = {
+        "structure": {
+            "dimensions": [
+                {"name": "r", "leaves": ["a", "b"]},
+                {"name": "c", "leaves": ["x", "y"]},
+            ]
+        },
+        "cells": [
+            {"key": ["a", "x"], "value": 1},
+            {"key": ["a", "y"], "value": 7},
+            {"key": ["b", "x"], "value": 8},
+            {"key": ["b", "y"], "value": 4},
+        ],
+        "counts": {"threshold": 3},
+        "base": 1,
+    }
+    reply = client.post("/v1/round", json=b).json()
+    cells = {tuple(c["key"]): c for c in reply["cells"]}
+    assert cells["a", "x"]["rounded"] == 1.0
+    (audited,) = [c for c in reply["audit"]["cells"] if c["key"] == ["a", "x"]]
+    assert audited["interval"] == [1.0, 1.0] and audited["protected"] is False

@@ -265,6 +265,8 @@ class TableInputs:
     # Cover table of linked tables (:func:`cover_cell`): the cells of the linked tables,
     # the others never published; None: every cell may be published.
     published: np.ndarray | None = None
+    # A count table: the values are whole numbers, and the intruder knows it.
+    integral: bool = False
 
     def cell_keys(self, cells) -> list[list[str]]:
         return [list(self.space.key(int(c))) for c in cells]
@@ -387,6 +389,7 @@ def table_inputs(
         fired,
         np.where(known, m.count, 0.0),
         published,
+        integral=counts is not None,
     )
 
 
@@ -707,4 +710,5 @@ def table_problem(inputs: TableInputs, tolerance: float) -> TableProblem:
             inputs.upper_bounds,
             unions=inputs.unions,
             tolerance=tolerance,
+            integral=inputs.integral,
         )

@@ -50,6 +50,10 @@ class TableProblem:
         Contributions and rules for the aggregation check; ``None`` when not known.
     tolerance : float
         Absolute additivity tolerance (:func:`service.sdc.audit.feasibility_intervals`).
+    integral : bool
+        The values are counts, known to the intruder to be whole numbers: the audit's
+        intervals are those of whole-number tables
+        (:func:`service.sdc.audit.feasibility_intervals`).
     """
 
     structure: object
@@ -61,6 +65,7 @@ class TableProblem:
     upper_bounds: np.ndarray
     unions: UnionSource | None = None
     tolerance: float = 0.0
+    integral: bool = False
 
     @classmethod
     def of(
@@ -75,6 +80,7 @@ class TableProblem:
         *,
         unions: UnionSource | None = None,
         tolerance: float = 0.0,
+        integral: bool = False,
     ) -> TableProblem:
         """A problem from arrays or scalars (broadcast to every cell), checked."""
         n = relations_of(structure).shape[1]
@@ -101,7 +107,7 @@ class TableProblem:
         lb, ub = bounds(lower_bounds, upper_bounds, n)
         if not (np.isfinite(tolerance) and tolerance >= 0):
             raise InputError("tolerance must be a finite number >= 0", field="tolerance")
-        return cls(structure, x, sens, upl, lpl, lb, ub, unions, float(tolerance))
+        return cls(structure, x, sens, upl, lpl, lb, ub, unions, float(tolerance), integral)
 
     @cached_property
     def relations(self) -> sp.csr_matrix:

@@ -305,10 +305,22 @@ def audit_rounding(
     the existing audit (:func:`feasibility_intervals`, :func:`check_protection`) is run on
     it. The bounds are closed: the intervals reported are the closures of the open sets
     (their inf and sup), the reading an interval audit uses for suppression as well.
+
+    Counts (``problem.integral``) are whole numbers strictly inside ``(r - b, r + b)``:
+    ``floor(r - b) + 1 <= x <= ceil(r + b) - 1``, and the intervals are those of
+    whole-number tables. Closed real bounds called a count of 1 rounded to base 1
+    protected by the interval [0, 2], though 1 is the only whole number in (0, 2) (a
+    helper's campaign, 2026-11-27).
     """
     r = np.asarray(rounded, dtype=float)
-    lower = np.maximum(problem.lower_bounds, r - base)
-    upper = np.minimum(problem.upper_bounds, r + base)
+    if problem.integral:
+        # A round-off below a whole r - b must not let that whole number in.
+        eps = 1e-9 * np.maximum(1.0, np.abs(r) + base)
+        near, far = np.floor(r - base + eps) + 1.0, np.ceil(r + base - eps) - 1.0
+    else:
+        near, far = r - base, r + base
+    lower = np.maximum(problem.lower_bounds, near)
+    upper = np.minimum(problem.upper_bounds, far)
     every = np.ones(problem.n_cells, bool)
     iv = feasibility_intervals(
         problem.relations,
@@ -318,6 +330,7 @@ def audit_rounding(
         upper,
         time_limit=time_limit,
         tolerance=problem.tolerance,
+        integral=problem.integral,
     )
     cells = np.flatnonzero(problem.sensitive)
     lo, hi, ok = iv.lower[cells], iv.upper[cells], iv.certified[cells]
