@@ -555,3 +555,65 @@ def test_filter_role_gets_adjusted_values_only(make_client, key_file):
         assert c["value"] is None and c["deviation"] is None and c["sensitive"] is None
     assert as_filter.json()["loss"]["largest_cell"] is None
     assert a[("A", "I")]["value"] == 20
+
+
+# --- a level of 0 protects nothing (a helper's campaign, 2026-11-27) ---------------------
+
+
+def _counts_2x2() -> dict:
+    return {
+        "structure": {
+            "dimensions": [
+                {"name": "r", "leaves": ["a", "b"]},
+                {"name": "c", "leaves": ["x", "y"]},
+            ]
+        },
+        "cells": [
+            {"key": ["a", "x"], "value": 1},
+            {"key": ["a", "y"], "value": 7},
+            {"key": ["b", "x"], "value": 8},
+            {"key": ["b", "y"], "value": 4},
+        ],
+        "counts": {"threshold": 3},
+    }
+
+
+def test_route_moves_a_sensitive_count_by_at_least_one(client):
+    """Counts under the threshold rule with `range` 0: the level of a,x (a count of 1) was
+    0, so the table came back unchanged with a,x published as 1 and called protected. A
+    count now moves at least 1, the least change of a whole number."""
+    reply = client.post("/v1/adjust", json=_counts_2x2()).json()
+    cell = by_key(reply)[("a", "x")]
+    assert cell["sensitive"] and abs(cell["deviation"]) >= 1 - 1e-9 and cell["protected"]
+    assert reply["check"]["protected"] and reply["check"]["adds_up"]
+
+
+def test_a_cell_with_levels_of_zero_left_as_it_is_is_not_protected():
+    """A cell only a frequency rule flags, under `frequency_range` 0, has levels 0: the LP
+    has no reason to move it, and a cell published as it is, is disclosed. It is reported
+    not protected, with what to do; before, moving 0 met a level of 0."""
+    t, x = flat3x3()
+    p = problem(t, x, {("A", "I"): (0.0, 0.0)})
+    r = adjust(p, cost="absolute")
+    j = t.cell_index(("A", "I"))
+    assert r.deviation[j] == 0 and not r.protected[j]
+    assert "protection level 0" in r.message and "frequency_range" in r.message
+
+
+def test_a_direction_of_level_zero_is_not_taken():
+    """A cell of 0 with an upper level of 5 and a lower one of 0 (it cannot go below 0):
+    the alternation's first turn, down, moved it by 0 and called it protected. It goes
+    up now; and where it cannot (an upper bound of 3), no direction protects it (422)."""
+    t, x = flat3x3()
+    leaves = dict(LEAVES)
+    leaves[("A", "I")] = 0
+    t, x = table_of(t.dimensions, leaves)
+    p = problem(t, x, {("A", "I"): (5.0, 0.0)})
+    r = adjust(p, cost="absolute")
+    j = t.cell_index(("A", "I"))
+    assert r.direction[j] > 0 and r.deviation[j] >= 5 - 1e-9 and r.protected[j]
+    ub = np.full(t.n_cells, np.inf)
+    ub[j] = 3.0
+    with pytest.raises(InputError) as caught:
+        adjust(problem(t, x, {("A", "I"): (5.0, 0.0)}, upper_bounds=ub), cost="absolute")
+    assert caught.value.field == "protection" and caught.value.cell == j

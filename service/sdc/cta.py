@@ -278,10 +278,16 @@ def adjust(
         raise InputError(f"unknown cost {cost!r}", field="cost")
     sens = problem.sensitive
     upl, lpl = problem.upper_protection, problem.lower_protection
+    if problem.integral:
+        # A count must not be published as it is: the least change of a whole number.
+        upl, lpl = (np.where(sens, np.maximum(level, 1.0), level) for level in (upl, lpl))
     up_room = np.where(fix, 0.0, np.minimum(problem.upper_bounds - x, cap))
     down_room = np.where(fix, 0.0, np.minimum(x - problem.lower_bounds, cap))
     up_room, down_room = np.maximum(up_room, 0.0), np.maximum(down_room, 0.0)
-    can_up, can_down = upl <= up_room, lpl <= down_room
+    # A direction of level 0 moves nothing and so protects nothing (the cell stays as it
+    # is, disclosed): taken only where the other level is 0 as well.
+    can_up = (upl <= up_room) & ((upl > 0) | (lpl <= 0))
+    can_down = (lpl <= down_room) & ((lpl > 0) | (upl <= 0))
     stuck = np.flatnonzero(sens & ~can_up & ~can_down)
     if stuck.size:
         j = int(stuck[0])
@@ -398,6 +404,13 @@ def adjust(
         )  # fmt: skip
     adjusted, deviation = _clean(x, point[:n] - point[n : 2 * n], fix)
     protected, residual, adds_up = check(problem.relations, x, adjusted, direction, upl, lpl)
+    unmoved = sens & ~protected & (required == 0)
+    if unmoved.any():
+        message += (
+            f"; {int(unmoved.sum())} sensitive cell(s) with protection level 0 (flagged by a "
+            "frequency rule alone, frequency_range 0) stay as they are, disclosed: not "
+            "protected; give them a level (frequency_range or protection)"
+        )
     t = minimax(deviation, capped, direction, upl, lpl, scale) if cost == "relative" else np.nan
     return Adjustment(
         adjusted,
@@ -430,11 +443,17 @@ def check(
 ) -> tuple[np.ndarray, float, bool]:
     """Recomputed from the adjusted values: whether each sensitive cell moved its level in
     its direction (``False`` elsewhere), the largest ``|A x'|``, and whether every
-    relation holds within the solver's relative precision (of ``|A| |x'|``)."""
+    relation holds within the solver's relative precision (of ``|A| |x'|``).
+
+    A level of 0 (a cell only a frequency rule flags, under ``frequency_range`` 0) asks
+    that the cell not be disclosed exactly, and a cell published as it is, is: it counts
+    as protected only if it moved (a campaign found such cells, and counts, called
+    protected unmoved, 2026-11-27)."""
     d = adjusted - values
     moved = np.where(direction > 0, d, -d)
     level = np.where(direction > 0, upper_protection, lower_protection)
-    protected = (direction != 0) & highs.reaches(moved, level, values)
+    stayed = np.abs(d) <= NOISE_RTOL * np.maximum(1.0, np.abs(values))
+    protected = (direction != 0) & highs.reaches(moved, level, values) & ~stayed
     residual = np.abs(relations @ adjusted)
     allowed = 10 * highs.FEASIBILITY_RTOL * np.maximum(1.0, abs(relations) @ np.abs(adjusted))
     worst = float(residual.max()) if residual.size else 0.0
