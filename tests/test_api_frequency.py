@@ -565,3 +565,36 @@ def test_metrics_count_cells_and_sensitive_cells(client):
     text = client.get("/metrics").text
     assert "sdc_cells_evaluated_total 48.0" in text
     assert "sdc_sensitive_cells_total 16.0" in text
+
+
+def test_the_threshold_rule_marks_marginals_too(client):
+    """The threshold rule (t = 3) beside the extended rules: key k0's marginal counts 2.
+    /v1/suppress marks such a margin primary ("margins included"), but this endpoint
+    listed it not sensitive, with rule 3's verdict alone (a helper's campaign,
+    2026-11-27). Now both rules judge the marginals."""
+    off = {r: False for r in ("rule_1a", "rule_1b", "rule_2a", "rule_2b", "rule_3")}
+    body = {
+        "dimensions": [
+            {"name": "k", "codes": ["k0", "k1"]},
+            {"name": "y", "codes": ["y0", "y1"]},
+        ],
+        "keys": ["k"],
+        "targets": ["y"],
+        "cells": [
+            {"key": ["k0", "y0"], "count": 1},
+            {"key": ["k0", "y1"], "count": 1},
+            {"key": ["k1", "y0"], "count": 5},
+            {"key": ["k1", "y1"], "count": 5},
+        ],
+        "rules": {"threshold": {"t": 3}, "extended": off},
+    }
+    reply = client.post("/v1/frequency/sensitivity", json=body).json()
+    marginals = {tuple(m["key"]): m for m in reply["key_marginals"]}
+    assert marginals["k0", None] == {
+        "key": ["k0", None],
+        "sensitive": True,
+        "count": 2,
+        "rules": ["threshold"],
+    }
+    assert not marginals["k1", None]["sensitive"]
+    assert reply["summary"]["marginals_unsafe"] == 1

@@ -186,7 +186,9 @@ def assess(body: FrequencyRequest, diagnostics: bool) -> tuple[dict, int]:
 
     codes = [dim.codes for dim in body.dimensions]
     cell_keys = _cell_keys_without(codes, ())
-    key_m, target_m = _marginals(result, codes, key_axes, target_axes, diagnostics)
+    key_m, target_m = _marginals(
+        result, codes, key_axes, target_axes, diagnostics, body.rules.threshold
+    )
     n_unsafe = int(unsafe.sum())
     summary = {
         "cells": int(counts.size),
@@ -253,18 +255,35 @@ def _cell_keys_without(codes: list[list[str]], summed: tuple[int, ...]) -> list[
     ]
 
 
-def _marginal_list(cell_keys, count: np.ndarray, flag: np.ndarray, diagnostics: bool) -> list[dict]:
+def _marginal_list(
+    cell_keys, count: np.ndarray, rule_3: np.ndarray, threshold, diagnostics: bool
+) -> list[dict]:
+    """The marginals with rule 3's flags and, when the request has it, the threshold
+    rule's (``threshold``: its parameters, or ``None``)."""
+    by_rule = {"3": rule_3.reshape(-1)}
+    if threshold is not None:
+        with core_errors(COUNT_FIELDS):
+            by_rule["threshold"] = fq.threshold_rule(
+                count, threshold.t, zero_cells=threshold.zero_cells
+            ).reshape(-1)
+    flag = np.logical_or.reduce(list(by_rule.values())).tolist()
     if not diagnostics:
-        return [{"key": k, "sensitive": f} for k, f in zip(cell_keys, flag.reshape(-1).tolist())]
+        return [{"key": k, "sensitive": f} for k, f in zip(cell_keys, flag)]
+    names = _names_by_cell(by_rule, len(flag))
     return [
-        {"key": k, "sensitive": f, "count": n, "rules": ["3"] if f else []}
-        for k, n, f in zip(cell_keys, count.reshape(-1).tolist(), flag.reshape(-1).tolist())
+        {"key": k, "sensitive": f, "count": n, "rules": r}
+        for k, n, f, r in zip(cell_keys, count.reshape(-1).tolist(), flag, names)
     ]
 
 
-def _marginals(result, codes, key_axes, target_axes, diagnostics) -> tuple[list[dict], list[dict]]:
+def _marginals(
+    result, codes, key_axes, target_axes, diagnostics, threshold=None
+) -> tuple[list[dict], list[dict]]:
     """Key marginals ``f_k`` per target axis and target marginals ``f_y`` with rule 3's
-    verdicts (seed 001, "Threshold rules", rule 3; computed in service.sdc.frequency)."""
+    verdicts (seed 001, "Threshold rules", rule 3; computed in service.sdc.frequency)
+    and the threshold rule's, which marks every published cell, margins included, as
+    ``/v1/suppress`` does (seed 003 section A; a campaign found a key marginal of 2 under
+    a threshold of 3 reported not sensitive, 2026-11-27)."""
     if result is None:
         return [], []
     key_m = []
@@ -273,12 +292,14 @@ def _marginals(result, codes, key_axes, target_axes, diagnostics) -> tuple[list[
             _cell_keys_without(codes, (j,)),
             result.key_marginal_counts[j],
             result.key_marginal_flags[j],
+            threshold,
             diagnostics,
         )
     target_m = _marginal_list(
         _cell_keys_without(codes, key_axes),
         result.target_marginal_counts,
         result.target_marginal_flags,
+        threshold,
         diagnostics,
     )
     return key_m, target_m
