@@ -352,3 +352,19 @@ def test_a_holding_and_a_respondent_of_the_same_id_are_two_units(client):
         cells = by_key(client.post("/v1/noise", json=body).json())
         assert cells[("I",)]["value"] == pytest.approx(144.0)
         assert cells[("I",)]["status"] == "flagged", holding
+
+
+def test_a_sensitive_cell_without_noise_is_flagged_whatever_its_level(client):
+    """An empty cell made sensitive (`empty_cells: sensitive`) has level 0 and no noise:
+    it was published as 0.0, exactly, and not flagged (a helper's campaign, 2026-11-27).
+    A level of 0 asks that the cell not be disclosed exactly: flagged now."""
+    body = table()
+    body["cells"][1] = {"key": ["A", "II"], "contributions": [], "respondents": []}
+    body["cells"][0].pop("protection")
+    body["cells"][2].pop("protection")
+    body["cells"][3].pop("protection")
+    body["rules"] = {"rules": [{"type": "p_percent", "p": 10}], "empty_cells": "sensitive"}
+    reply = client.post("/v1/noise", json=body)
+    assert reply.status_code == 200, reply.text
+    cell = by_key(reply.json())["A", "II"]
+    assert cell["sensitive"] and cell["status"] == "flagged", cell

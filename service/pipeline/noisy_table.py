@@ -88,7 +88,8 @@ def noisy_table(
     Which cells the noise does not protect (seed 003 C, ARMS criterion 3: "the cell fails
     the p-percent rule and has insufficient noise to protect the actual value"): a
     sensitive cell whose noise left to an intruder (:func:`intruder_noise`) is below its
-    protection level. Reading chosen: the larger of the upper and lower levels, since the
+    protection level, or, for a level of 0, with no noise left at all (published as it
+    is, disclosed). Reading chosen: the larger of the upper and lower levels, since the
     direction of a cell's noise is secret and it must cover whichever side an intruder
     estimates from (the filter's criterion 3 uses the p%-rule's upper level, which equals
     its lower one). Such cells are flagged, or with ``flagged = "suppress"`` left out. No
@@ -136,7 +137,9 @@ def noisy_table(
     left = intruder_noise(
         members, cell_of_row, unit, moved, weighted, inputs.sensitive, d, coalition(setup.rules)
     )
-    flagged = inputs.sensitive & (left < level_needed)
+    # A level of 0 (an all-zero cell under the (p,q)-rule, an empty cell made sensitive)
+    # asks only that the cell not be disclosed exactly, and without noise left it is.
+    flagged = inputs.sensitive & ((left < level_needed) | (left <= 0))
     suppressed = flagged if body.flagged == "suppress" else np.zeros_like(flagged)
     relative = np.divide(d, true, out=np.zeros_like(d), where=true != 0)
     relative_known = (true != 0) | (d == 0)
