@@ -301,6 +301,51 @@ def test_bad_input_names_field_and_cell(client, change, field, cell):
     assert detail["field"] == field and detail["cell"] == cell
 
 
+def _negative_total() -> dict:
+    """Leaves -5 (sensitive) and 2, both sent with bounds: the computed total -3 has none
+    (campaign h37)."""
+    cells = [
+        {
+            "key": ["a"],
+            "value": -5,
+            "lower_bound": -10,
+            "upper_bound": 10,
+            "protection": {"upper": 1, "lower": 1},
+        },
+        {"key": ["b"], "value": 2, "lower_bound": -10, "upper_bound": 10},
+    ]
+    return {"structure": {"dimensions": [{"name": "r", "leaves": ["a", "b"]}]}, "cells": cells}
+
+
+@pytest.mark.parametrize("path", ["/v1/audit", "/v1/suppress", "/v1/round", "/v1/adjust"])
+def test_negative_computed_margin_without_bounds_is_named(client, path):
+    """A negative margin the caller did not send has the default lower bound 0: the 422
+    names the field and, as the wire's ``cell`` numbers sent cells only, the margin by its
+    key in the message (README, Errors). It named no cell at all. Sending the margin with
+    a lower bound alone is what the message asks for, and is accepted."""
+    body = _negative_total()
+    if path == "/v1/round":
+        body["base"] = 1
+    r = client.post(path, json=body)
+    assert r.status_code == 422, r.text
+    (detail,) = r.json()["detail"]
+    assert detail["field"] == "lower_bound" and detail["cell"] is None
+    assert "the computed margin ['Total']" in detail["message"], detail
+    assert "-3" not in detail["message"]  # values are never echoed
+    body["cells"].append({"key": ["Total"], "lower_bound": -20})
+    assert client.post(path, json=body).status_code == 200
+
+
+def test_negative_sent_cell_without_bounds_is_named_before_a_computed_margin(client):
+    """A sent cell without bounds is named by its number even when a computed margin
+    (here first in the table's order) is negative too."""
+    body = _negative_total()
+    del body["cells"][1]["lower_bound"]
+    body["cells"][1]["value"] = -2
+    (detail,) = client.post("/v1/audit", json=body).json()["detail"]
+    assert (detail["field"], detail["cell"], detail["key"]) == ("lower_bound", 1, ["b"])
+
+
 @settings(
     max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )

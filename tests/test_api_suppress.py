@@ -201,6 +201,20 @@ def test_count_table_refuses_fractions_and_contributions(client):
     assert r.status_code == 422 and r.json()["detail"][0]["field"] == "contributions"
 
 
+def test_count_table_margin_above_the_largest_count_is_named(client):
+    """Leaves of 2**53 each are counts, their computed total is not: the 422 names the
+    margin by its key (it named no cell)."""
+    body = {
+        "structure": {"dimensions": [{"name": "r", "leaves": ["a", "b"]}]},
+        "cells": [{"key": ["a"], "value": 2**53}, {"key": ["b"], "value": 2**53}],
+        "counts": {"threshold": 3},
+    }
+    r = client.post("/v1/suppress", json=body)
+    assert r.status_code == 422
+    (detail,) = r.json()["detail"]
+    assert detail["field"] == "value" and "the computed margin ['Total']" in detail["message"]
+
+
 COVER_DIMENSIONS = [
     {"name": "region", "leaves": ["N1", "N2", "S1"], "total": "T"},
     {"name": "size", "leaves": ["s", "m"], "total": "T"},

@@ -328,15 +328,16 @@ def table_inputs(
     if ruleset is not None and ruleset.negative.mode == "shift":
         values = _shifted(space, values, m, known, ruleset.negative.bound, request_of_cell)
         lower = np.zeros(n)
-    negative = np.flatnonzero((values < 0) & np.isfinite(lower) & (lower >= 0))
-    if negative.size:
-        cell = int(request_of_cell[negative[0]])
-        raise RequestInputError(
-            "a cell is negative: tables with negative cells need "
-            "explicit a-priori bounds (lower_bound) on every cell that "
-            "may be suppressed",
-            field="lower_bound",
-            cell=cell if cell >= 0 else None,
+    negative = (values < 0) & np.isfinite(lower) & (lower >= 0)
+    if negative.any():
+        raise cell_error(
+            space,
+            request_of_cell,
+            negative,
+            "lower_bound",
+            "is negative: tables with negative cells need explicit a-priori bounds "
+            "(lower_bound) on every cell that may be suppressed (a margin may be sent "
+            "with its bounds and no value)",
         )
     bad = np.flatnonzero(lower > upper)
     if bad.size:
@@ -395,20 +396,35 @@ def table_inputs(
 
 def _check_finite_within_bounds(space, values, lower, upper, request_of_cell) -> None:
     """Every value finite (a computed margin can overflow) and within its cell's a-priori
-    bounds; errors name the request's cell, or the table cell's key when it was computed."""
+    bounds (:func:`cell_error` names the cell)."""
     for bad, field, why in (
         (~np.isfinite(values), "value", "is too large: the sum overflows"),
         (values < lower, "lower_bound", "lies below its lower_bound"),
         (values > upper, "upper_bound", "lies above its upper_bound"),
     ):
-        where = np.flatnonzero(bad)
-        if where.size:
-            sent = int(request_of_cell[where[0]])
-            if sent >= 0:
-                raise RequestInputError(f"the cell's value {why}", field=field, cell=sent)
-            raise RequestInputError(
-                f"the computed margin {list(space.key(int(where[0])))} {why}", field=field
-            )
+        if bad.any():
+            raise cell_error(space, request_of_cell, bad, field, why)
+
+
+def cell_error(
+    space, request_of_cell: np.ndarray, bad: np.ndarray, field: str, why: str, what: str = "value"
+) -> RequestInputError:
+    """The 422 about the table cells ``bad`` (a mask): the first of them the request sent
+    (``the cell's value {why}``, ``cell`` its number), else the first computed margin,
+    named by its key in the message (``the computed margin ['A', 'Total'] {why}``: the
+    wire's ``cell`` numbers sent cells only). ``what`` is the cell's quantity in question
+    (``value``, ``protection level``)."""
+    sent = request_of_cell[bad]
+    sent = sent[sent >= 0]
+    if sent.size:
+        return RequestInputError(f"the cell's {what} {why}", field=field, cell=int(sent.min()))
+    key = list(space.key(int(np.flatnonzero(bad)[0])))
+    subject = (
+        f"the computed margin {key}"
+        if what == "value"
+        else f"the {what} of the computed margin {key}"
+    )
+    return RequestInputError(f"{subject} {why}", field=field)
 
 
 def _count_sensitivity(space, values, counts: CountRules, request_of_cell):
@@ -419,13 +435,13 @@ def _count_sensitivity(space, values, counts: CountRules, request_of_cell):
         np.isfinite(values) & (values >= 0) & (values == np.round(values)) & (values <= MAX_COUNT)
     )
     if bad.any():
-        # Name a cell the caller sent (a computed margin inherits its leaves' fault).
-        sent = request_of_cell[bad]
-        cell = int(sent[sent >= 0].min()) if (sent >= 0).any() else None
-        raise RequestInputError(
-            f"a count table needs whole counts from 0 to {MAX_COUNT} as cell values",
-            field="value",
-            cell=cell,
+        # A cell the caller sent first (a computed margin inherits its leaves' fault).
+        raise cell_error(
+            space,
+            request_of_cell,
+            bad,
+            "value",
+            f"is not a whole count from 0 to {MAX_COUNT}: a count table's cells are counts",
         )
     # Named dimensions are checked even when only the threshold rule runs.
     axes = variable_axes(counts.keys, counts.targets, list(space.names), prefix="counts.")
