@@ -114,7 +114,10 @@ class AdjustSolver(BaseModel):
     method: Literal["lp", "simplified"]
     cost: Literal["absolute", "reciprocal", "relative"]
     directions: Literal["alternate", "optimal"]
-    status: Literal[Outcome.OPTIMAL, Outcome.TIME_LIMIT]
+    status: Literal[Outcome.OPTIMAL, Outcome.TIME_LIMIT, Outcome.ERROR] = Field(
+        description="'error': the solver failed (its status in message); a table, if any, "
+        "is an earlier stage's, additive and protected but not of least deviation"
+    )
     message: str
     objective: float | None
     lower_bound: float | None = Field(None, description="the MIP's proven bound (optimal)")
@@ -133,7 +136,10 @@ class AdjustSolver(BaseModel):
 
 
 class AdjustReply(BaseModel):
-    adjusted: bool = Field(description="a table was found; false only when the time ran out first")
+    adjusted: bool = Field(
+        description="a table was found; false only when the time ran out or the solver "
+        "failed first (solver.status)"
+    )
     cells: list[AdjustedCell] = Field(description="every cell of the table")
     loss: AdjustLoss | None = None
     check: AdjustCheck | None = None

@@ -402,6 +402,44 @@ def test_time_limit_is_reported():
         assert r.status == "time_limit" and r.adjusted is None and "time limit" in r.message
 
 
+@pytest.mark.parametrize(
+    "cost, directions, failing, table",
+    [
+        ("reciprocal", "alternate", 1, False),  # the LP
+        ("relative", "alternate", 1, False),  # stage 1
+        ("relative", "alternate", 2, True),  # stage 2: stage 1's table
+        ("absolute", "optimal", 2, True),  # the MIP: the alternating table
+        ("relative", "optimal", 4, True),  # the MIP's stage 2: its stage 1's table
+    ],
+)
+def test_solver_failure_is_a_status(monkeypatch, cost, directions, failing, table):
+    """A solve HiGHS ends without an answer (status "Unknown" on numbers of very different
+    magnitudes, for one) is ``status == "error"`` with HiGHS's words in the message, and
+    the table of an earlier stage when there is one (additive and protected); it was a
+    RuntimeError (a 500 on the route), and a failed MIP was called a time limit."""
+    from service.sdc import highs
+
+    run, calls = highs.run, []
+
+    def failing_run(h, deadline):
+        out = run(h, deadline)
+        calls.append(out)
+        return highs.Outcome.ERROR if len(calls) == failing else out
+
+    monkeypatch.setattr(highs, "run", failing_run)
+    t, x = flat3x3()
+    p = problem(t, x, {("A", "I"): (6, 6), ("C", "II"): (6, 6)})
+    r = adjust(p, cost=cost, directions=directions)
+    assert len(calls) >= failing
+    assert r.status == "error" and "HiGHS ended a solve with status" in r.message
+    if table:
+        assert r.adjusted is not None and "is returned" in r.message
+        assert_sound(p, r)
+        assert r.protected[p.sensitive].all() and r.adds_up
+    else:
+        assert r.adjusted is None and "no adjusted table" in r.message
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     data=st.data(),
@@ -524,6 +562,57 @@ def test_route_refuses_an_impossible_level(client):
     assert r.status_code == 422
     (d,) = r.json()["detail"]
     assert d["cell"] == 0 and d["key"] == ["A", "I"] and d["field"] == "protection"
+
+
+def _one_dimension(a, b, *, lower_bound=None, **protection) -> dict:
+    """Leaves a (sensitive, levels 1 unless ``protection`` says otherwise) and b; with
+    ``lower_bound``, every cell and the total are sent with it."""
+    cells = [{"key": ["a"], "value": a}, {"key": ["b"], "value": b}]
+    cells[0]["protection"] = {"upper": 1, "lower": 1, **protection}
+    if lower_bound is not None:
+        cells.append({"key": ["Total"]})
+        for c in cells:
+            c["lower_bound"] = lower_bound
+    return {"structure": {"dimensions": [{"name": "d", "leaves": ["a", "b"]}]}, "cells": cells}
+
+
+@pytest.mark.parametrize(
+    "body, field, cell, named",
+    [
+        (_one_dimension(1, 3, upper=1e20, lower=1e20), "protection.upper", 0, "the cell's"),
+        (_one_dimension(1, 3, lower=1e300), "protection.lower", 0, "the cell's"),
+        (_one_dimension(1e20, 3) | {"cost": "relative"}, "value", 0, "the cell's"),
+        (_one_dimension(3, -1e300, lower_bound=-1e301), "value", 1, "the cell's"),
+        (_one_dimension(6e19, 6e19), "value", None, "the computed margin ['Total']"),
+    ],
+)
+def test_route_refuses_numbers_the_solver_reads_as_infinite(make_client, body, field, cell, named):
+    """A value or protection level of 1e20 or more (HiGHS's infinity) is a 422 naming the
+    field and the cell, a computed margin by its key; it was a 500 (the LP ended with
+    status "error"), campaign h37."""
+    client = make_client(raise_server_exceptions=False)
+    r = client.post("/v1/adjust", json=body)
+    assert r.status_code == 422, r.text
+    (d,) = r.json()["detail"]
+    assert (d["field"], d["cell"]) == (field, cell) and d["message"].startswith(named), d
+    assert "1e+20 or more" in d["message"]
+
+
+def test_route_solver_failure_is_a_status_not_a_500(make_client):
+    """Cells of 1e15 and of 10 in one table under the reciprocal cost: HiGHS 1.16 ends the
+    LP with status "Unknown" (its tolerances cannot hold on costs 1e14 apart). The reply
+    says so (it was a 500); a HiGHS that solves it must give a protected table."""
+    client = make_client(raise_server_exceptions=False)
+    b = body()
+    b["cells"][0]["value"] = 1e15
+    r = client.post("/v1/adjust", json=b)
+    assert r.status_code == 200, r.text
+    reply = r.json()
+    if reply["solver"]["status"] == "error":
+        assert "HiGHS" in reply["solver"]["message"]
+        assert reply["adjusted"] is False or reply["check"]["protected"]
+    else:
+        assert reply["adjusted"] and reply["check"]["protected"]
 
 
 def test_route_relative_with_optimal_directions(client):

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 from typing import get_args
 
+import numpy as np
+import scipy.sparse as sp
 from prometheus_client import generate_latest
 
 from schemas.tables import SolverReport, SolveStatus, SuppressSolver, SuppressStatus
 from service.metrics import SOLVER_STATUSES, Metrics
 from service.pipeline.suppress import solve_outcome
+from service.sdc import highs
 from service.sdc.highs import Outcome
 
 
@@ -73,3 +76,17 @@ def test_wire_enums_are_unchanged():
         }
     )
     assert parsed.model_dump(mode="json")["status"] == "time_limit"
+
+
+def test_infinite_bound_is_highs_infinity_and_a_refused_model_says_so():
+    """:data:`highs.INFINITE_BOUND` is HiGHS's own infinity (what /v1/adjust refuses
+    values and levels from); a model HiGHS refuses to load (a matrix entry of 1e15 or more)
+    ends in ``ERROR`` and is described as refused, not as HiGHS's "Empty"."""
+    h = highs.model([1.0], [0.0], [1.0], sp.csc_matrix((0, 1)), [], [])
+    assert highs._option(h, "infinite_bound") == highs.INFINITE_BOUND
+    assert highs._option(h, "infinite_cost") == highs.INFINITE_BOUND
+    refused = highs.model(
+        [1.0, 1.0], [0.0, 0.0], [np.inf, np.inf], sp.csc_matrix([[1.0, -1e15]]), [-np.inf], [0.0]
+    )
+    assert highs.run(refused, highs.now() + 10) is Outcome.ERROR
+    assert highs.describe(refused) == "model refused (a number out of range)"

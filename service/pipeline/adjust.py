@@ -9,11 +9,13 @@ from schemas.adjust import AdjustRequest
 from service.config import Settings
 from service.sdc.cta import Adjustment, adjust
 from service.sdc.errors import InputError
+from service.sdc.highs import INFINITE_BOUND
 
 from .errors import TABLE_FIELDS, RequestInputError, core_errors
 from .tables import (
     ResolvedTableRequest,
     TableInputs,
+    cell_error,
     checked_table_inputs,
     resolve_table_request,
     table_problem,
@@ -41,6 +43,7 @@ def adjust_table(body: AdjustRequest, resolved: ResolvedTableRequest, diagnostic
     filter role) each cell's adjusted value only: its original value, its deviation
     (which gives the original away) and which cells were sensitive are left out."""
     inputs = checked_table_inputs(body, resolved)
+    _check_solver_range(inputs)
     n = inputs.space.n_cells
     fixed, max_change = np.zeros(n, bool), np.full(n, np.nan)
     for i, c in enumerate(body.cells):
@@ -64,6 +67,29 @@ def adjust_table(body: AdjustRequest, resolved: ResolvedTableRequest, diagnostic
             _name_computed_cell(exc, inputs)
             raise
     return _reply(body, inputs, result, resolved.time_limit, diagnostics)
+
+
+def _check_solver_range(inputs: TableInputs) -> None:
+    """Values and protection levels below HiGHS's infinity (:data:`INFINITE_BOUND`): the LP
+    takes them into its bounds, right-hand sides and (cost ``relative``) coefficients,
+    where a number that large reads as infinite (a level of 1e20 ended the LP with status
+    "error": a 500). An a-priori bound that large is no bound, as the LP reads it."""
+    for field, what, numbers in (
+        ("value", "value", inputs.values),
+        ("protection.upper", "upper protection level", inputs.upper_protection),
+        ("protection.lower", "lower protection level", inputs.lower_protection),
+    ):
+        bad = np.abs(numbers) >= INFINITE_BOUND
+        if bad.any():
+            raise cell_error(
+                inputs.space,
+                inputs.request_of_cell,
+                bad,
+                field,
+                f"is {INFINITE_BOUND:g} or more in magnitude, which the solver (HiGHS) "
+                "reads as infinite",
+                what,
+            )
 
 
 def _name_computed_cell(exc: InputError, inputs: TableInputs) -> None:

@@ -95,7 +95,10 @@ gets two deviations ``p_j, m_j >= 0`` and the adjusted value ``x'_j = x_j + p_j 
 
 Every solve runs through :mod:`service.sdc.highs` against one deadline. An infeasible
 model is an :class:`InputError` naming the first sensitive cell, in the order above, whose
-constraint makes it infeasible (found by bisection on how many of them are imposed). The
+constraint makes it infeasible (found by bisection on how many of them are imposed). A
+solve HiGHS ends without an answer (a numerical failure, a model it refuses) is the
+result's ``status == "error"`` with HiGHS's words in ``message``, and the table of an
+earlier stage if there is one (never an exception: no input makes it a 500). The
 result's checks are recomputed from the adjusted values: each sensitive cell's distance
 against its level (:func:`service.sdc.highs.reaches`), and ``A x'`` against the solver's
 precision.
@@ -118,7 +121,7 @@ from .problem import TableProblem
 Cost = Literal["absolute", "reciprocal", "relative"]
 Method = Literal["lp", "simplified"]
 Directions = Literal["alternate", "optimal"]
-Status = Literal["optimal", "time_limit"]
+Status = Literal["optimal", "time_limit", "error"]
 
 COSTS: tuple[str, ...] = ("absolute", "reciprocal", "relative")
 #: Deviations below this relative size (of ``max(1, |x|)``) are solver noise: shown as 0.
@@ -148,8 +151,11 @@ class InformationLoss:
 class Adjustment:
     """The result of :func:`adjust`.
 
-    ``adjusted`` is ``None`` only when the time ran out before any table was found
-    (``status == "time_limit"``). ``direction`` is +1 (up) or -1 (down) for sensitive
+    ``adjusted`` is ``None`` only when the time ran out (``status == "time_limit"``) or
+    the solver failed (``"error"``, HiGHS's status in ``message``) before any table was
+    found. With ``"error"`` and a table, the table is additive and protected (``check``)
+    but not of least deviation: an earlier stage's (the alternating directions', or the
+    relative cost's first stage). ``direction`` is +1 (up) or -1 (down) for sensitive
     cells, 0 elsewhere; ``required`` the signed distance each must move (``upl`` or
     ``-lpl``); ``protected`` whether it did (recomputed). ``residual`` is the largest
     ``|A x'|`` and ``adds_up`` whether every relation holds within the solver's precision.
@@ -328,8 +334,9 @@ def adjust(
             if point is not None
             else "the time limit was reached before an adjusted table was found"
         )
-    elif out is Outcome.ERROR or out is Outcome.UNBOUNDED:
-        raise RuntimeError(f"the CTA LP ended with an unexpected status: {out}")
+    elif out is Outcome.ERROR:
+        status = "error"
+        message = _failed(lp.failure, point, "the first stage's table (least largest change)")
     if point is not None:
         objective = float(w @ (point[:n] + point[n : 2 * n]))
 
@@ -360,6 +367,9 @@ def adjust(
                 "least largest relative change, then least relative deviation, over every "
                 "choice of directions (two MIP stages)"
             )
+        elif rm.outcome is Outcome.ERROR:
+            status = "error"
+            message = _failed(lp.failure, point, "the best table found")
         else:
             status = "time_limit"
             message = (
@@ -384,6 +394,9 @@ def adjust(
         if mip.outcome is Outcome.OPTIMAL:
             status = "optimal"
             message = "least-deviation table over every choice of directions (MIP)"
+        elif mip.outcome is Outcome.ERROR:
+            status = "error"
+            message = _failed(lp.failure, point, "the best table found")
         else:
             status = "time_limit"
             message = (
@@ -515,6 +528,19 @@ def _raise_infeasible(cell: int | None, how: str):
     )
 
 
+def _failed(failure: str | None, point, which: str) -> str:
+    """The message of a solve HiGHS ended without an answer (``failure``: its status in
+    its words), with or without a table to return (``which``: the table returned)."""
+    said = f"HiGHS ended a solve with status {failure!r}" + (
+        " (numbers of very different magnitudes in one table can do this)"
+        if failure == "Unknown"
+        else ""
+    )
+    if point is None:
+        return f"{said}: no adjusted table was found"
+    return f"{said}: {which} is returned, additive and protected, not of least deviation"
+
+
 @dataclass(frozen=True)
 class _MipResult:
     outcome: Outcome
@@ -536,6 +562,19 @@ class _Model:
         self.rhs = -(self.a @ x)
         self.x, self.up_room, self.down_room, self.w = x, up_room, down_room, w
         self._upl, self._lpl = upl, lpl
+        #: HiGHS's words for the status of the last run that ended in ``Outcome.ERROR``.
+        self.failure: str | None = None
+
+    def _run(self, h, deadline, *, feasible: bool = False) -> Outcome:
+        """Run ``h`` (:func:`highs.run`). An unbounded model (costs are never negative) and,
+        when the model is known ``feasible``, an infeasible one are numerical failures:
+        ``ERROR``, as HiGHS's own are; ``failure`` keeps HiGHS's words for the status."""
+        out = highs.run(h, deadline)
+        if out is Outcome.UNBOUNDED or (feasible and out is Outcome.INFEASIBLE):
+            out = Outcome.ERROR
+        if out is Outcome.ERROR:
+            self.failure = highs.describe(h)
+        return out
 
     def _columns(self, direction):
         """Column bounds of ``p`` and ``m`` with the sensitive cells' directions imposed
@@ -553,7 +592,7 @@ class _Model:
         lo, hi = self._columns(direction)
         cost = np.zeros(2 * self.n) if feasibility else np.concatenate([self.w, self.w])
         h = highs.model(cost, lo, hi, self._rows(), self.rhs, self.rhs)
-        out = highs.run(h, deadline)
+        out = self._run(h, deadline)
         point = None
         if out is Outcome.OPTIMAL or (out is Outcome.TIME_LIMIT and highs.has_point(h)):
             point = np.asarray(h.getSolution().col_value)[: 2 * self.n]
@@ -598,7 +637,7 @@ class _Model:
         stage1 = np.zeros(2 * n + 1)
         stage1[-1] = 1.0
         h = highs.model(stage1, np.append(lo, 0.0), np.append(hi, np.inf), a, row_lo, row_hi)
-        out = highs.run(h, deadline)
+        out = self._run(h, deadline)
         if out is not Outcome.OPTIMAL:
             point = None
             if out is Outcome.TIME_LIMIT and highs.has_point(h):
@@ -607,11 +646,12 @@ class _Model:
         t = float(h.getSolution().col_value[-1])
         stage2 = np.concatenate([self.w, self.w, [0.0]])
         h2 = highs.model(stage2, np.append(lo, 0.0), np.append(hi, _within(t)), a, row_lo, row_hi)
-        out2 = highs.run(h2, deadline)
+        out2 = self._run(h2, deadline, feasible=True)  # stage 1's table is a point of it
         if out2 is Outcome.OPTIMAL or (out2 is Outcome.TIME_LIMIT and highs.has_point(h2)):
             return out2, np.asarray(h2.getSolution().col_value)[: 2 * n], 2
-        # Stage 2 out of time without a point: stage 1's table is additive and protected.
-        return Outcome.TIME_LIMIT, np.asarray(h.getSolution().col_value)[: 2 * n], 2
+        # Stage 2 out of time (or failed) without a point: stage 1's table is additive and
+        # protected.
+        return out2, np.asarray(h.getSolution().col_value)[: 2 * n], 2
 
     def relative_optimal(
         self, sens, can_up, can_down, capped, scale, start, start_direction, deadline
@@ -635,7 +675,7 @@ class _Model:
             t_start = minimax(d, capped, start_direction, self._upl, self._lpl, scale)
             col_start = np.concatenate([start, [t_start], up0.astype(float)])
 
-        def stage(cost, t_hi, col0, stage_deadline):
+        def stage(cost, t_hi, col0, stage_deadline, feasible):
             big_u = np.minimum(self.up_room[cells], upl + scale[cells] * t_hi)
             big_d = np.minimum(self.down_room[cells], lpl + scale[cells] * t_hi)
             heuristic = not (np.isfinite(big_u).all() and np.isfinite(big_d).all())
@@ -657,7 +697,7 @@ class _Model:
                 sol = h.getSolution()
                 sol.col_value = list(col0)
                 h.setSolution(sol)
-            out = highs.run(h, stage_deadline)
+            out = self._run(h, stage_deadline, feasible=feasible)
             col = None
             if out is Outcome.OPTIMAL or (out is Outcome.TIME_LIMIT and highs.has_point(h)):
                 col = np.asarray(h.getSolution().col_value)
@@ -668,7 +708,7 @@ class _Model:
         stage1[2 * n] = 1.0
         now = time.perf_counter()
         out1, col1, info1, heuristic = stage(
-            stage1, _within(t_start), col_start, now + (deadline - now) / 2
+            stage1, _within(t_start), col_start, now + (deadline - now) / 2, False
         )
         if col1 is None:
             return _RelativeMip(out1, None, np.nan, np.nan, np.nan, np.nan, np.zeros(n, bool),
@@ -679,17 +719,22 @@ class _Model:
         # Stage 2: the reciprocal cost among the tables within t1, from stage 1's table.
         stage2 = np.concatenate([self.w, self.w, np.zeros(1 + s)])
         col1[2 * n] = min(col1[2 * n], _within(t1))
-        out2, col2, info2, heuristic2 = stage(stage2, _within(t1), col1, deadline)
+        out2, col2, info2, heuristic2 = stage(stage2, _within(t1), col1, deadline, True)
         col, lower, gap = col1, np.nan, np.nan
         if col2 is not None:
             col = col2
             lower = float(info2.mip_dual_bound)
             gap = _gap(info2, float(self.w @ (col2[:n] + col2[n : 2 * n])))
-        both_optimal = out1 is Outcome.OPTIMAL and out2 is Outcome.OPTIMAL
+        if out1 is Outcome.OPTIMAL and out2 is Outcome.OPTIMAL:
+            outcome = Outcome.OPTIMAL
+        elif Outcome.ERROR in (out1, out2):
+            outcome = Outcome.ERROR
+        else:
+            outcome = Outcome.TIME_LIMIT
         up = np.zeros(n, bool)
         up[cells] = col[2 * n + 1 :] > 0.5
         return _RelativeMip(
-            Outcome.OPTIMAL if both_optimal else Outcome.TIME_LIMIT,
+            outcome,
             col[: 2 * n],
             float(self.w @ (col[:n] + col[n : 2 * n])),
             lower,
@@ -768,7 +813,7 @@ class _Model:
             y0 = (d[cells] > 0).astype(float)
             sol.col_value = list(np.concatenate([start, y0]))
             h.setSolution(sol)
-        out = highs.run(h, deadline)
+        out = self._run(h, deadline)
         point, objective, up = None, np.nan, np.zeros(s, bool)
         info = h.getInfo()
         if out is Outcome.OPTIMAL or (out is Outcome.TIME_LIMIT and highs.has_point(h)):

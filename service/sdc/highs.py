@@ -37,6 +37,10 @@ import scipy.sparse as sp
 #: HiGHS's default primal/dual feasibility tolerance: the relative precision of any value
 #: read off a solution.
 FEASIBILITY_RTOL = 1e-7
+#: HiGHS's infinity (its ``infinite_bound`` and ``infinite_cost`` options): a bound or cost
+#: of this size or more is read as infinite, so a number of a model meant to be finite must
+#: stay below it.
+INFINITE_BOUND = 1e20
 
 
 class _WarmPrimal(TypedDict):
@@ -387,7 +391,11 @@ def model(
     h.setOptionValue("threads", options.pop("threads", None) or scheduler_threads())
     for name, value in options.items():
         h.setOptionValue(name, value)
-    h.passModel(lp)
+    # HiGHS refuses a model holding a number outside its range (a matrix entry of its
+    # large_matrix_value, 1e15, or more): nothing is loaded, and a run ends with the
+    # status of an empty model (:func:`describe` says why).
+    refused = h.passModel(lp) == highspy.HighsStatus.kError
+    h.sdc_refused_model = refused  # type: ignore[attr-defined]
     # A MIP's time limit is per run, an LP's over the object's runs (time_limit).
     h.sdc_mip = integer is not None and bool(np.asarray(integer, bool).any())  # type: ignore[attr-defined]
     return h
@@ -467,7 +475,10 @@ def _option(h: highspy.Highs, name: str):
 
 
 def describe(h: highspy.Highs) -> str:
-    """HiGHS's own words for the last run's status, for messages."""
+    """HiGHS's own words for the last run's status, for messages (a model HiGHS refused to
+    load, :func:`model`, is said to be that rather than empty)."""
+    if getattr(h, "sdc_refused_model", False):
+        return "model refused (a number out of range)"
     return h.modelStatusToString(h.getModelStatus())
 
 
