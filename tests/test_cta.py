@@ -649,7 +649,8 @@ def test_filter_role_gets_adjusted_values_only(make_client, key_file):
 # --- a level of 0 protects nothing (a helper's campaign, 2026-11-27) ---------------------
 
 
-def _counts_2x2() -> dict:
+def counts_2x2() -> dict:
+    """A 2x2 count table with a count of 1 at a,x, under a threshold of 3."""
     return {
         "structure": {
             "dimensions": [
@@ -671,7 +672,7 @@ def test_route_moves_a_sensitive_count_by_at_least_one(client):
     """Counts under the threshold rule with `range` 0: the level of a,x (a count of 1) was
     0, so the table came back unchanged with a,x published as 1 and called protected. A
     count now moves at least 1, the least change of a whole number."""
-    reply = client.post("/v1/adjust", json=_counts_2x2()).json()
+    reply = client.post("/v1/adjust", json=counts_2x2()).json()
     cell = by_key(reply)[("a", "x")]
     assert cell["sensitive"] and abs(cell["deviation"]) >= 1 - 1e-9 and cell["protected"]
     assert reply["check"]["protected"] and reply["check"]["adds_up"]

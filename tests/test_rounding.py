@@ -303,23 +303,9 @@ def test_api_a_count_rounded_to_base_1_is_published_and_not_protected(client):
     sensitive) is published exactly. The audit read every cell as known within
     [r - 1, r + 1] = [0, 2] and called it protected (a helper's campaign, 2026-11-27);
     a count is a whole number strictly inside (r - b, r + b), here 1 alone."""
-    b = {
-        "structure": {
-            "dimensions": [
-                {"name": "r", "leaves": ["a", "b"]},
-                {"name": "c", "leaves": ["x", "y"]},
-            ]
-        },
-        "cells": [
-            {"key": ["a", "x"], "value": 1},
-            {"key": ["a", "y"], "value": 7},
-            {"key": ["b", "x"], "value": 8},
-            {"key": ["b", "y"], "value": 4},
-        ],
-        "counts": {"threshold": 3},
-        "base": 1,
-    }
-    reply = client.post("/v1/round", json=b).json()
+    from tests.test_cta import counts_2x2
+
+    reply = client.post("/v1/round", json={**counts_2x2(), "base": 1}).json()
     cells = {tuple(c["key"]): c for c in reply["cells"]}
     assert cells["a", "x"]["rounded"] == 1.0
     (audited,) = [c for c in reply["audit"]["cells"] if c["key"] == ["a", "x"]]
