@@ -590,7 +590,11 @@ class _Model:
 
     def solve(self, direction, deadline, *, feasibility: bool = False):
         lo, hi = self._columns(direction)
-        cost = np.zeros(2 * self.n) if feasibility else np.concatenate([self.w, self.w])
+        # Scaled to a largest weight of 1 (the same optimum): reciprocal weights of 1e-8 on
+        # a table of 1e8 fell below HiGHS's dual tolerance, and any table passed for
+        # optimal (a cell with a level of 1 moved by its whole value, 1e8).
+        norm = float(self.w.max(initial=0.0)) or 1.0
+        cost = np.zeros(2 * self.n) if feasibility else np.concatenate([self.w, self.w]) / norm
         h = highs.model(cost, lo, hi, self._rows(), self.rhs, self.rhs)
         out = self._run(h, deadline)
         point = None
