@@ -310,3 +310,18 @@ def test_api_a_count_rounded_to_base_1_is_published_and_not_protected(client):
     assert cells["a", "x"]["rounded"] == 1.0
     (audited,) = [c for c in reply["audit"]["cells"] if c["key"] == ["a", "x"]]
     assert audited["interval"] == [1.0, 1.0] and audited["protected"] is False
+
+
+def test_api_values_beyond_double_precision_are_a_422_naming_the_cell(client):
+    """Values of 1e19 were refused as "no controlled rounding to this base exists" (a
+    helper's probe, 2026-11-27): the real cause is that doubles are not all whole beyond
+    2**53, so the table's sums no longer add up exactly. Now a 422 naming the value."""
+    b = body()
+    b.pop("counts")  # magnitudes: counts have their own limit
+    b["cells"][0]["protection"] = {"upper": 1, "lower": 1}
+    b["cells"][1]["value"] = 1e19
+    r = client.post("/v1/round", json=b)
+    assert r.status_code == 422, r.text
+    (detail,) = r.json()["detail"]
+    assert detail["field"] == "value" and detail["cell"] == 1
+    assert "2**53" in detail["message"]

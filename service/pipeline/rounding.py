@@ -22,7 +22,17 @@ from service.sdc.rounding import (
 )
 
 from .errors import TABLE_FIELDS, RequestInputError, core_errors
-from .tables import ResolvedTableRequest, TableInputs, checked_table_inputs, table_problem
+from .tables import (
+    ResolvedTableRequest,
+    TableInputs,
+    cell_error,
+    checked_table_inputs,
+    table_problem,
+)
+
+#: Values from here on are not all whole in double precision (2**53): a table's sums then
+#: no longer add up exactly, and a rounding to multiples of a base cannot be checked.
+EXACT_MAGNITUDE = 2.0**53
 
 
 #: Rounding statuses as solver outcomes of the metrics.
@@ -60,6 +70,18 @@ def round_table(
     values, deviations and the intruder's intervals would give the true values away.
     """
     inputs = checked_table_inputs(body, resolved)
+    too_large = np.abs(inputs.values) >= EXACT_MAGNITUDE
+    if too_large.any():
+        # Values of 1e19 were refused as "no controlled rounding to this base exists".
+        raise cell_error(
+            inputs.space,
+            inputs.request_of_cell,
+            too_large,
+            "value",
+            f"is {EXACT_MAGNITUDE:.0f} (2**53) or more in magnitude, beyond which numbers "
+            "are not all whole in double precision: the table's sums no longer add up "
+            "exactly and cannot be rounded",
+        )
     problem = table_problem(inputs, body.structure.tolerance)
     time_limit = resolved.time_limit
     left = lambda: max(time_limit - (time.perf_counter() - started), 1e-3)
