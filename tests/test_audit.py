@@ -939,3 +939,23 @@ def test_whole_number_intervals_agree_with_a_milp(data):
         lo, hi = _whole_number_interval(t.relations, x, hidden, j)
         assert (whole.lower[k], whole.upper[k]) == pytest.approx((lo, hi), abs=1e-6)
         assert lp.lower[k] <= lo + 1e-6 and hi <= lp.upper[k] + 1e-6
+
+
+def test_whole_number_intervals_ignore_values_that_are_no_table():
+    """The hidden cells' values seed the whole-number search as a first whole table, but
+    only when they are one: values that do not add up (a randomly rounded table) must
+    not be taken for a table the intruder could face. The intervals then come from the
+    published cells alone, as scipy's MILP finds them."""
+    t = Table([Hierarchy.flat(f"d{k}", ["c0", "c1", "c2"]) for k in range(3)])
+    leaf = np.zeros(t.n_cells)
+    leaf[np.flatnonzero(t.is_leaf)] = _COUNTS_3D
+    x = t.fill_margins(leaf)
+    hidden = np.zeros(t.n_cells, bool)
+    hidden[_HIDDEN_3D] = True
+    wrong = x.copy()
+    wrong[hidden] += 1.0  # whole, but no longer a table
+    iv = feasibility_intervals(t.relations, wrong, hidden, integral=True)
+    assert iv.certified.all()
+    for k, j in enumerate(iv.cells.tolist()):
+        expected = _whole_number_interval(t.relations, x, hidden, j)
+        assert (iv.lower[k], iv.upper[k]) == pytest.approx(expected, abs=1e-6), j

@@ -393,7 +393,7 @@ def _bound_group(block, rhs, tolerance, lb, ub, deadline, integral=False, known=
     n_solves, outcome)``; bounds not proven are nan. ``integral``: the bounds of tables of
     whole numbers (:func:`feasibility_intervals`, Notes), by :class:`_WholeTables` where an
     LP's optimum is not whole; ``known``: the group's true values, a whole table to start
-    from (ignored unless whole and within the bounds).
+    from (ignored unless whole, within the bounds and within the relations).
 
     A bound needs no LP once it is proven from both sides (:func:`_settle`): a bound
     implied by one relation caps it, and an optimum of an earlier LP, a feasible point,
@@ -410,9 +410,14 @@ def _bound_group(block, rhs, tolerance, lb, ub, deadline, integral=False, known=
     n_solves = 0
     whole = None  # the group's whole-number search, made at the first LP optimum not whole
     if integral and known is not None:
-        # The true table is a whole-number table of the group: the first witness.
-        ok = _is_whole_each(known) & (known >= lb) & (known <= ub)
-        if ok.all():
+        # The true table is a whole-number table of the group: the first witness, once
+        # checked (a caller's values need not be one: a randomly rounded table does not
+        # add up).
+        residual = np.abs(a @ known - rhs)
+        allowed = tolerance + _WHOLE_ATOL * np.maximum(1.0, abs(a) @ np.abs(known))
+        if (_is_whole_each(known) & (known >= lb) & (known <= ub)).all() and (
+            residual <= allowed
+        ).all():
             seen_lo, seen_hi = known.astype(float), known.astype(float)
     for j in range(n):
         for sense in (1.0, -1.0):
