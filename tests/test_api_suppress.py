@@ -321,3 +321,33 @@ def test_a_cover_table_request_is_refused_where_it_cannot_be_served(make_client)
     (detail,) = r.json()["detail"]
     assert detail["field"] == "structure.tables" and detail["message"].startswith("36 cells")
     assert make_client(max_cells=36).post("/v1/suppress", json=_cover_request(True)).is_success
+
+
+@pytest.mark.parametrize("level", [1e-6, 1e-9, 1e-12])
+@pytest.mark.parametrize("method", ["fast", "exact"])
+def test_a_tiny_protection_level_gets_a_safe_pattern(client, level, method):
+    """A level of 1e-6 or less on a cell of 10 (a helper's probe, 2026-11-27): the search
+    counted it met by the cell alone (its allowance for round-off, 1e-7 of the value,
+    exceeded the level; its LPs cannot tell 1e-9 from 0), the audit rightly called the
+    cell disclosed, and both methods said no_safe_pattern. The allowance is now at most
+    1% of the level, as in the audit, and levels adding up to less than 1e-4 of the value
+    are asked for that much, as a level of 0 is."""
+    body = {
+        "structure": {
+            "dimensions": [
+                {"name": "r", "leaves": ["a", "b"]},
+                {"name": "c", "leaves": ["x", "y"]},
+            ]
+        },
+        "cells": [
+            {"key": ["a", "x"], "value": 10, "protection": {"upper": level, "lower": level}},
+            {"key": ["a", "y"], "value": 20},
+            {"key": ["b", "x"], "value": 30},
+            {"key": ["b", "y"], "value": 40},
+        ],
+        "method": method,
+    }
+    reply = client.post("/v1/suppress", json=body).json()
+    assert reply["safe"] and reply["audit"]["verdict"] == "safe", reply["solver"]
+    hidden = {tuple(c["key"]) for c in reply["cells"] if c["status"] != "published"}
+    assert ("a", "x") in hidden and len(hidden) >= 4

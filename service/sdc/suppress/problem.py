@@ -17,7 +17,8 @@ from ..problem import TableProblem
 COST_KINDS = ("value", "unity", "contributors", "log", "weights")
 #: A sensitive cell with no protection level must still not be disclosed exactly: it gets
 #: this share of its value (at least 1) as upper level, above the audit's exactness
-#: tolerance.
+#: tolerance; so does one whose levels add up to less, which the search's LPs cannot tell
+#: from 0 (a level of 1e-9 on a cell of 10 was "met" by the cell alone, a helper's probe).
 MIN_LEVEL_RTOL = 1e-4
 
 
@@ -96,7 +97,7 @@ def prepare(table: TableProblem, cost, forbidden, forced, deadline: float) -> Se
         j = int(np.flatnonzero(~np.isfinite(x))[0])
         raise InputError("cell values must be finite numbers", field="values", cell=j)
     floor = MIN_LEVEL_RTOL * np.maximum(1.0, np.abs(x))
-    upl = np.where(sens & (upl + lpl <= 0), floor, upl)
+    upl = np.where(sens & (upl + lpl < floor), np.maximum(upl, floor), upl)
     cap = 2.0 * np.abs(x).max(initial=0.0) + upl.max(initial=0.0) + 1.0
     room_up = np.minimum(ub - x, cap)
     room_down = np.minimum(x - lb, cap)
