@@ -725,3 +725,33 @@ def test_reciprocal_weights_are_scaled_for_the_solver():
     assert r.status == "optimal" and r.protected[t.cell_index(("A", "I"))]
     assert np.abs(r.deviation).max() == pytest.approx(1.0)
     assert r.objective == pytest.approx(float(np.abs(r.deviation) @ (1 / x)))
+
+
+@pytest.mark.parametrize("cost", ["absolute", "reciprocal", "relative"])
+def test_route_optimal_directions_meet_the_levels_exactly(client, cost):
+    """A 2x2 count table, threshold 4: (a0, b0) = 2 and its row total are sensitive and
+    must move at least 1. Under the relative cost the MIP stages returned both at
+    1.000001 (moved 0.999999, within the MIP's integrality tolerance), reported not
+    protected under status optimal (a helper's campaign, 2026-11-27). The MIP's
+    directions are now solved once more as the LP, which meets the levels exactly."""
+    body = {
+        "structure": {
+            "dimensions": [
+                {"name": "a", "leaves": ["a0", "a1"]},
+                {"name": "b", "leaves": ["b0", "b1"]},
+            ]
+        },
+        "cells": [
+            {"key": ["a0", "b0"], "value": 2},
+            {"key": ["a0", "b1"], "value": 0},
+            {"key": ["a1", "b0"], "value": 20},
+            {"key": ["a1", "b1"], "value": 40},
+        ],
+        "counts": {"threshold": 4, "range": 0},
+        "directions": "optimal",
+        "cost": cost,
+    }
+    reply = client.post("/v1/adjust", json=body).json()
+    moved = [abs(c["deviation"]) for c in reply["cells"] if c["sensitive"]]
+    assert moved and min(moved) >= 1 - 1e-9, reply["solver"]
+    assert reply["check"]["protected"] and reply["solver"]["status"] == "optimal"

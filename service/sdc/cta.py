@@ -408,6 +408,19 @@ def adjust(
         if mip.heuristic_m:
             message += "; big-M from the table's total (no alternating table to bound it)"
 
+    if directions == "optimal" and point is not None and time.perf_counter() < deadline:
+        # The MIP's point holds its levels only to its integrality tolerance (a direction
+        # y of 1 - 1e-6 let a count move by 0.999999 under the relative cost, a helper's
+        # campaign): the same directions solved as the LP (stages) give the table exactly.
+        if cost == "relative":
+            out, exact_point, n_solves = lp.relative(direction, capped, scale, deadline)
+        else:
+            out, exact_point, n_solves = lp.solve(direction, deadline)
+        solves += n_solves
+        if out is Outcome.OPTIMAL and exact_point is not None:
+            point = exact_point
+            objective = float(w @ (point[:n] + point[n : 2 * n]))
+
     required = np.where(direction > 0, upl, np.where(direction < 0, -lpl, 0.0))
     seconds = time.perf_counter() - started
     if point is None:
