@@ -17,6 +17,7 @@ from .tables import (
     TableInputs,
     cell_error,
     checked_table_inputs,
+    computed_margin,
     resolve_table_request,
     table_problem,
 )
@@ -101,7 +102,7 @@ def _name_computed_cell(exc: InputError, inputs: TableInputs) -> None:
         and not isinstance(exc, RequestInputError)
         and inputs.request_of_cell[cell] < 0
     ):
-        exc.message = f"{exc.message} (the computed margin {list(inputs.space.key(int(cell)))})"
+        exc.message = f"{exc.message} ({computed_margin(inputs.space, int(cell))})"
         exc.args = (exc.message,)
 
 

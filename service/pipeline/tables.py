@@ -418,13 +418,15 @@ def cell_error(
     sent = sent[sent >= 0]
     if sent.size:
         return RequestInputError(f"the cell's {what} {why}", field=field, cell=int(sent.min()))
-    key = list(space.key(int(np.flatnonzero(bad)[0])))
-    subject = (
-        f"the computed margin {key}"
-        if what == "value"
-        else f"the {what} of the computed margin {key}"
-    )
+    margin = computed_margin(space, int(np.flatnonzero(bad)[0]))
+    subject = margin if what == "value" else f"the {what} of {margin}"
     return RequestInputError(f"{subject} {why}", field=field)
+
+
+def computed_margin(space, cell: int) -> str:
+    """How a message names a cell the request did not send (a margin the service
+    computed): by its key, since the wire's ``cell`` numbers sent cells only."""
+    return f"the computed margin {list(space.key(cell))}"
 
 
 def _count_sensitivity(space, values, counts: CountRules, request_of_cell):
