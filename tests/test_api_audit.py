@@ -550,7 +550,7 @@ def test_linked_cells_with_common_parts_are_never_safe_without_a_sensitive_one(c
     assert reply.status_code == 200, reply.text
     body = reply.json()
     assert body["verdict"] == "uncertified", body["aggregations"]
-    assert "share contributions" in body["aggregations"]["message"]
+    assert "overlap in parts" in body["aggregations"]["message"]
     if counts:
         return
     cover = _linked_without_cover()
@@ -575,4 +575,4 @@ def test_suppression_forcing_linked_cells_with_common_parts_is_not_called_safe(c
     assert not out["safe"] and out["audit"] is None
     solver = out["solver"]
     assert solver["status"] == "no_safe_pattern" and solver["verdict"] == "uncertified"
-    assert "share contributions" in solver["message"]
+    assert "overlap in parts" in solver["message"]

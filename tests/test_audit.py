@@ -652,7 +652,7 @@ def _publishes_the_difference_uncertified(problem, values, at, pattern):
     result = audit_pattern(problem, pattern)
     assert result.verdict == "uncertified"
     assert result.aggregations.status == "undecided"
-    assert "share contributions" in result.aggregations.message
+    assert "overlap in parts" in result.aggregations.message
 
 
 def test_linked_cells_with_common_parts_are_not_certified_when_none_is_sensitive():
@@ -689,17 +689,39 @@ def test_linked_cells_with_common_parts_are_not_certified_when_none_is_sensitive
         _publishes_the_difference_uncertified(problem, values, at, pattern)
 
 
-def test_cells_without_common_parts_are_still_judged():
-    """The guard leaves alone a group whose hidden cells share no part: the cells
-    (N1, s) and (N2, m) of one linked table, hidden with nothing else, are judged (no
-    relation holds only them, so nothing is published: safe)."""
-    from service.sdc.aggregations import check_aggregations
+def test_linked_tables_judged_cell_by_cell_are_never_certified():
+    """Published cells of two linked tables publish differences of parts no table has:
+    (N1, s) - (N1, F) = x(N1, s, C) - x(N1, m, F) = 300 - 1, so the one respondent of
+    (N1, m, F) learns the singleton of (N1, s, C), though every linked cell passes the
+    p%-rule (a helper's campaign, 2026-11-27: found with those two cells derived, and
+    with nothing suppressed at all, both called ``safe``). The check judges aggregations
+    of suppressed cells only, and contributions sent per cell cannot judge parts: nothing
+    on such tables is certified, whatever is hidden. On the cover table the same
+    publication is judged exactly: ``unsafe``."""
+    from service.sdc.audit import audit_pattern
+    from service.sdc.rules import PPercent
 
-    problem, values, at = _linked_with_a_singleton()
-    pattern = np.zeros(len(values), bool)
-    pattern[[at("N1", "s", "T"), at("N2", "m", "T")]] = True
-    check = check_aggregations(problem.structure, values, pattern, problem.unions)
-    assert check.status == "safe", check.message
+    amounts = {
+        ("N1", "s", "C"): [300],
+        ("N1", "m", "F"): [1],
+        ("N1", "s", "F"): [10] * 10,
+        ("N1", "m", "C"): [10] * 10,
+        **{("N2", z, n): [10] * 10 for z in "sm" for n in "CF"},
+    }
+    ids = iter(range(1000, 10**6))
+    leaves = {k: [(next(ids), float(a)) for a in v] for k, v in amounts.items()}
+    problem, values, at, _, _ = _linked_problem(["N1", "N2"], leaves, PPercent(10.0))
+    assert not problem.sensitive.any()
+    derived = np.zeros(len(values), bool)
+    derived[[at("N1", "m", "T"), at("N1", "T", "F")]] = True  # N1's totals give both
+    for hidden in (np.zeros(len(values), bool), derived):
+        result = audit_pattern(problem, hidden)
+        assert result.verdict == "uncertified", result.reasons
+        assert "overlap in parts" in result.aggregations.message
+    cover, _, cover_at, _, _ = _linked_problem(["N1", "N2"], leaves, PPercent(10.0), True)
+    outside = np.zeros(cover.n_cells, bool)
+    outside[[cover_at(r, z, n) for r in ("N1", "N2", "T") for z in "sm" for n in "CF"]] = True
+    assert audit_pattern(cover, outside).verdict == "unsafe"
 
 
 def test_aggregations_across_groups_of_linked_cells_with_common_parts_are_not_certified():
@@ -747,7 +769,7 @@ def test_aggregations_across_groups_of_linked_cells_with_common_parts_are_not_ce
     assert bruteforce.is_sensitive(lam, on_leaves, ("pq", 20, 60), atoms=atoms)[0]
     result = audit_pattern(problem, pattern)
     assert result.verdict == "uncertified"
-    assert "share contributions" in result.aggregations.message
+    assert "overlap in parts" in result.aggregations.message
 
 
 #: Respondents' amounts by union leaf of :func:`_linked_without_a_disjoint_pattern`.
@@ -794,7 +816,7 @@ def test_suppression_that_must_hide_linked_cells_with_common_parts_says_it_canno
         r = suppress(problem, cost=cell_costs("value", values), method=method, time_limit=20)
         assert r.status == "no_safe_pattern", (method, r.status, r.message)
         assert not r.suppressed.any()
-        assert "cannot be certified" in r.message and "share contributions" in r.message
+        assert "cannot be certified" in r.message and "overlap in parts" in r.message
 
 
 def test_the_cover_table_of_linked_tables_gets_a_certified_pattern():

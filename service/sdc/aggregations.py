@@ -481,6 +481,21 @@ def check_aggregations(
 
     if deviations is not None:
         deviations.flush()
+    if _linked_per_cell(relations):
+        # Not even the published cells can be certified (LINKED_PARTS).
+        return AggregationCheck(
+            "undecided",
+            derived_cells,
+            (),
+            np.flatnonzero(hidden),
+            0,
+            0,
+            0,
+            time.perf_counter() - start,
+            "not every group of suppressed cells was decided: " + LINKED_PARTS,
+            (),
+            False,
+        )
     # Hidden cells that share a part with another hidden cell, in any group: aggregations
     # of two groups add up too, and their sum is judged nowhere.
     sharing = _sharing(relations, work.table.cell_atoms, work.cells)
@@ -551,6 +566,36 @@ def check_aggregations(
         messages[status],
         tuple(failing),
         highs.now() >= work.deadline,
+    )
+
+
+#: Why nothing is certified on linked tables judged cell by cell (:func:`_linked_per_cell`).
+LINKED_PARTS = (
+    "the linked tables' cells overlap in parts that no table has as a cell, so published "
+    "cells of different tables publish differences of those parts, which contributions "
+    "sent per cell cannot judge; not certified: send the contributions on the cover "
+    "table's leaves (README, linked tables)"
+)
+
+
+def _linked_per_cell(relations) -> bool:
+    """Whether ``relations`` are linked tables judged cell by cell (their cells are the
+    atoms: contributions were sent per cell of each table), two tables or more.
+
+    Any two such tables overlap in parts that neither has as a cell (region x size and
+    region x nace meet in the parts (region, size, nace); even their grand totals are
+    the same population), and two published cells that share parts publish their
+    difference, a combination of parts: (N1, s) - (N1, F) = x(N1, s, C) - x(N1, m, F).
+    A campaign (2026-11-27) found it with both cells derived, and with nothing
+    suppressed at all: x(N1, s, C) a singleton of 300 and x(N1, m, F) one of 1, so the
+    respondent of (N1, m, F) learns the other exactly, while every linked cell passed
+    the rule and the check, which judges aggregations of suppressed cells only, said
+    ``safe``. Seed 002's criterion judges aggregations on the respondents' own
+    contributions (section 5), which cells of different tables cannot give apart; so
+    nothing on such tables is certified, whatever is suppressed (the cover table,
+    whose leaves are the parts, is judged exactly)."""
+    return getattr(relations, "union_index", None) is not None and (
+        len(getattr(relations, "tables", ())) >= 2
     )
 
 
