@@ -134,3 +134,78 @@ def test_filter_suppresses_over_http_what_it_published_before(make_client):
         x["holding"] = "H"
     got = make_client(noise_secret=secret).post("/v1/filter", json=body).json()
     assert got["cells"][0]["reasons"] == ["p_percent_noise"]
+
+
+def test_the_largest_unit_is_an_intruder_too(make_client):
+    """A helper's campaign (2026-11-27): README's example policy on one cell of a3 1000,
+    b2 900, c0 20 and d0 20 was published. Without noise, protecting the largest
+    protects the others; with a fixed multiplier per respondent, a3 knows its own noise
+    and is left |D - D_a3| to hide b2, whose level against it is 0.15 * 900 - 40 = 95.
+    The cell is stopped when that is short, as the other side always was."""
+    secret = b"campaign-h40-secret-0123456789abcdef"
+    ids, values = ["a3", "b2", "c0", "d0"], np.array([1000.0, 900.0, 20.0, 20.0])
+    moved = (noise.multipliers(ids, ids, secret, 0.1, 0.03) - 1.0) * values
+    left_to_a3 = abs(moved.sum() - moved[0])
+    assert left_to_a3 < 0.15 * 900 - 40  # 72.2 < 95: b2 is given away to a3
+    assert abs(moved.sum() - moved[1:]).min() >= 0.15 * 1000 - 40  # a3 was hidden
+    stat = {
+        "approach": "noise",
+        "d": 0.1,
+        "jitter": 0.03,
+        "ratio_range": [0.85, 1.15],
+        "min_weighted_count": 3,
+        "p": 15,
+    }
+    body = {
+        "policy": {"filter": {"statistical": stat}},
+        "query": {"variables": ["industry"]},
+        "cells": [{"key": ["Mining"], "microdata": {"value": values.tolist(), "respondent": ids}}],
+    }
+    got = make_client(noise_secret=secret).post("/v1/filter", json=body).json()
+    assert not got["cells"][0]["publish"]
+    assert got["cells"][0]["reasons"] == ["p_percent_noise"]
+
+
+def _loop_to_largest(cell, value, own, total, n_cells, c):
+    """noise_left_to_largest per cell, written plainly."""
+    out = np.full(n_cells, np.inf)
+    for k in range(n_cells):
+        rows = np.flatnonzero(cell == k)
+        if rows.size <= 1:
+            continue
+        top = rows[np.lexsort((np.arange(rows.size), -value[rows]))[0]]
+        left = abs(total[k] - own[top])
+        if c > 1:
+            rest = np.sort(np.abs(own[rows[rows != top]]))[::-1][: c - 1].sum()
+            left = min(left, max(left - rest, 0.0))
+        out[k] = left
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.integers(1, 5).flatmap(
+        lambda n: st.tuples(
+            st.just(n),
+            st.lists(
+                st.tuples(
+                    st.integers(0, n - 1),
+                    st.floats(0, 100, allow_nan=False),
+                    st.floats(-50, 50, allow_nan=False),
+                ),
+                max_size=20,
+                unique_by=lambda r: r[1],  # no ties: the largest is one unit
+            ),
+            st.lists(st.floats(-100, 100, allow_nan=False), min_size=n, max_size=n),
+            st.integers(1, 3),
+        )
+    )
+)
+def test_noise_left_to_largest_equals_the_per_cell_loop(case):
+    n, rows, total, c = case
+    cell = np.array([r[0] for r in rows], np.int64)
+    value = np.array([r[1] for r in rows])
+    own = np.array([r[2] for r in rows])
+    total = np.array(total)
+    got = noise.noise_left_to_largest(cell, value, own, total, n, c)
+    np.testing.assert_allclose(got, _loop_to_largest(cell, value, own, total, n, c), atol=1e-9)

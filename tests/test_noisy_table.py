@@ -242,6 +242,8 @@ def test_a_respondent_alone_in_a_cell_learns_its_multiplier(client):
     # in I (40 published as 36), reads its multiplier 0.9 and subtracts 0.9 x 20 = 18
     # from II rather than 20: of II's noise (g1's e5 100 -> 90, e4 20 -> 18: -12) only
     # g1's -10 still hides g1 from it. Level 11: |-12| >= 11 would pass; 10 < 11 does not.
+    # And g1, knowing its own -10, is left 2 to hide e4: a level given on the cell says
+    # nothing of whom it protects, so it holds for e4 too (2 < 10); a level of 2 passes.
     body = {
         "structure": {"dimensions": [{"name": "act", "leaves": ["I", "II"]}]},
         "cells": [
@@ -260,6 +262,8 @@ def test_a_respondent_alone_in_a_cell_learns_its_multiplier(client):
     assert cells[("II",)]["value"] == pytest.approx(108.0)
     assert cells[("II",)]["status"] == "flagged"
     body["cells"][1]["protection"] = {"upper": 10, "lower": 10}
+    assert by_key(client.post("/v1/noise", json=body).json())[("II",)]["status"] == "flagged"
+    body["cells"][1]["protection"] = {"upper": 2, "lower": 2}
     assert by_key(client.post("/v1/noise", json=body).json())[("II",)]["status"] == "published"
 
 
@@ -271,11 +275,15 @@ def test_intruder_noise_coalitions_and_single_units():
     unit = np.array([0, 1, 2])
     moved, weighted = np.array([10.0, -3.0, 2.0]), np.array([100.0, 30.0, 20.0])
     sens, d = np.array([True]), np.array([9.0])
-    assert intruder_noise(members, rows, unit, moved, weighted, sens, d, 1)[0] == 7
-    assert intruder_noise(members, rows, unit, moved, weighted, sens, d, 2)[0] == 4
+    assert intruder_noise(members, rows, unit, moved, weighted, sens, d, 1)[0][0] == 7
+    assert intruder_noise(members, rows, unit, moved, weighted, sens, d, 2)[0][0] == 4
+    # t, knowing its own +10, is left |9 - 10| = 1 to hide r1 and r2; with r1 or r2 in
+    # its coalition (c = 2), max(1 - 3, 0) = 0.
+    assert intruder_noise(members, rows, unit, moved, weighted, sens, d, 1)[1][0] == 1
+    assert intruder_noise(members, rows, unit, moved, weighted, sens, d, 2)[1][0] == 0
     # One unit (two establishments of a holding): an outsider, the whole noise.
     one = np.array([0, 0, 0])
-    assert intruder_noise(members, rows, one, moved, weighted, sens, d, 1)[0] == 9
+    assert intruder_noise(members, rows, one, moved, weighted, sens, d, 1)[0][0] == 9
 
 
 def bridge_table():
@@ -368,3 +376,30 @@ def test_a_sensitive_cell_without_noise_is_flagged_whatever_its_level(client):
     assert reply.status_code == 200, reply.text
     cell = by_key(reply.json())["A", "II"]
     assert cell["sensitive"] and cell["status"] == "flagged", cell
+
+
+def test_the_largest_respondent_is_an_intruder_too(make_client):
+    """A helper's campaign (2026-11-27) on the filter, the same noise here: one cell of
+    a3 1000, b2 900, c0 20 and d0 20 under the p%-rule (p = 15). a3, knowing its own
+    noise, is left |D - D_a3| to hide b2, whose level against it is 0.15 * 900 - 40 = 95:
+    flagged when that is short, though every other respondent is left enough to hide
+    a3."""
+    secret = b"campaign-h40-secret-0123456789abcdef"
+    ids, values = ["a3", "b2", "c0", "d0"], np.array([1000.0, 900.0, 20.0, 20.0])
+    moved = (noise.multipliers(ids, ids, secret, 0.1, 0.03) - 1.0) * values
+    assert abs(moved.sum() - moved[0]) < 95 <= abs(moved.sum() - moved[1:]).min()
+    body = {
+        "structure": {"dimensions": [{"name": "act", "leaves": ["Mining"]}]},
+        "cells": [
+            {
+                "key": ["Mining"],
+                "contributions": [{"value": v} for v in values.tolist()],
+                "respondents": ids,
+            }
+        ],
+        "rules": {"rules": [{"type": "p_percent", "p": 15}]},
+        "noise": {"d": 0.1, "jitter": 0.03},
+    }
+    reply = make_client(noise_secret=secret).post("/v1/noise", json=body)
+    assert reply.status_code == 200, reply.text
+    assert by_key(reply.json())["Mining",]["status"] == "flagged"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -72,16 +74,26 @@ def test_noise_criteria_by_hand():
         noisy_value=np.array([1050.0, 1090, 1400 * 0.96, 107]),
         weighted_count=np.array([3.0, 3, 4, 2]),
         noise_left=np.array([50.0, 90, 1400 * 0.04, 7]),
+        # Cell 3's second, 40, has level 4 - 0 = 4 against the first: 5 left >= 4.
+        noise_left_to_largest=np.array([90.0, 90, 1400 * 0.04, 5]),
     )
     got = qf.noise_criteria(cells, m, NOISE)
     assert got["p_percent_noise"].tolist() == [True, False, False, False]
+    # With 3 left to the first, the second (level 4) is not hidden: cell 3 stops.
+    cells = dataclasses.replace(cells, noise_left_to_largest=np.array([90.0, 90, 56, 3]))
+    assert qf.noise_criteria(cells, m, NOISE)["p_percent_noise"].tolist() == [
+        True,
+        False,
+        False,
+        True,
+    ]
     assert got["noise_ratio"].tolist() == [False, True, False, False]
     assert got["weighted_count"].tolist() == [False, False, False, True]
 
 
 def test_zero_cell_has_ratio_one():
     m = _magnitudes([[0.0, 0.0, 0.0]])
-    cells = qf.NoisyCells(np.zeros(1), np.zeros(1), np.array([3.0]), np.zeros(1))
+    cells = qf.NoisyCells(np.zeros(1), np.zeros(1), np.array([3.0]), np.zeros(1), np.zeros(1))
     got = qf.noise_criteria(cells, m, NOISE)
     assert not any(v.any() for v in got.values())
 

@@ -134,12 +134,16 @@ def noisy_table(
     noisy = true + d
     level_needed = np.maximum(inputs.upper_protection, inputs.lower_protection)
     members = leaf_membership(space, leaves)
-    left = intruder_noise(
+    left, left_to_largest = intruder_noise(
         members, cell_of_row, unit, moved, weighted, inputs.sensitive, d, coalition(setup.rules)
     )
     # A level of 0 (an all-zero cell under the (p,q)-rule, an empty cell made sensitive)
     # asks only that the cell not be disclosed exactly, and without noise left it is.
-    flagged = inputs.sensitive & ((left < level_needed) | (left <= 0))
+    flagged = inputs.sensitive & (
+        (left < level_needed)
+        | (left <= 0)
+        | (left_to_largest < second_levels(inputs, level_needed))
+    )
     suppressed = flagged if body.flagged == "suppress" else np.zeros_like(flagged)
     relative = np.divide(d, true, out=np.zeros_like(d), where=true != 0)
     relative_known = (true != 0) | (d == 0)
@@ -262,6 +266,25 @@ def leaf_membership(space, leaves: np.ndarray) -> sp.csr_matrix:
     return r
 
 
+def second_levels(inputs, level_needed: np.ndarray) -> np.ndarray:
+    """Each cell's level for its second largest unit against a coalition holding the
+    largest (:func:`service.sdc.rules.PPercent.second_level`): the largest over the rule
+    set's rules, a rule without one (dominance, frequency, request) counting its own
+    level, the largest's (conservative: the second's is never higher). Cells whose level
+    was given on the cell, above the rules', keep it: nothing says whom it protects."""
+    if inputs.unions is None:
+        return level_needed
+    m = inputs.unions.cells
+    rules = inputs.unions.ruleset.rules
+    first = np.max([r.upper_protection(m) for r in rules], axis=0)
+    second = np.max(
+        [r.second_level(m) if hasattr(r, "second_level") else r.upper_protection(m) for r in rules],
+        axis=0,
+    )
+    given = level_needed > first + 1e-9 * np.maximum(1.0, np.abs(first))
+    return np.where(given, level_needed, np.minimum(second, level_needed))
+
+
 def intruder_noise(
     members: sp.csr_matrix,
     cell_of_row: np.ndarray,
@@ -271,7 +294,7 @@ def intruder_noise(
     sensitive: np.ndarray,
     noise_of_cell: np.ndarray,
     c: int,
-) -> np.ndarray:
+) -> tuple[np.ndarray, np.ndarray]:
     """The noise that still hides a sensitive cell's largest respondent from an intruder
     who knows its own multiplier (``nan`` elsewhere).
 
@@ -288,7 +311,14 @@ def intruder_noise(
     fixed per-respondent noise is there to prevent.
 
     The check: seed 003 B.1.a protects the largest respondent (unit: the holding, as the
-    rules count respondents) against a coalition of up to ``c`` other respondents. For
+    rules count respondents) against a coalition of up to ``c`` other respondents, and
+    the others against a coalition holding the largest, which its own noise leaves
+    another noise (:func:`service.sdc.noise.noise_left_to_largest`; a campaign found the
+    filter publishing 1000, 900, 20, 20, the largest left 72.2 to hide the second, whose
+    level is 95): the first is compared with the cell's level, the second with the
+    level of the second largest unit
+    (:func:`second_levels`). Returns both, per cell: (left to the others, left to the
+    largest). For
     ``c = 1`` the noise left is ``min(|D|, min_r |D - D_r|)`` over the other units ``r``
     of the cell (``D_r``: ``r``'s noise in the cell, over every leaf below it); for ``c >
     1`` also at most ``|D|`` minus the ``c`` largest ``|D_r|`` (a lower bound on what any
@@ -296,9 +326,10 @@ def intruder_noise(
     hidden by ``|D|`` (the intruder is an outsider). The bound itself is
     :func:`service.sdc.noise.noise_left`, shared with the online filter."""
     out = np.full(members.shape[0], np.nan)
+    to_largest = np.full(members.shape[0], np.nan)
     cells = np.flatnonzero(sensitive)
     if not cells.size:
-        return out
+        return out, to_largest
     n_units = int(unit.max()) + 1 if unit.size else 0
     shape = (members.shape[1], n_units)
     per_noise = sp.csr_matrix((moved, (cell_of_row, unit)), shape=shape)
@@ -311,10 +342,10 @@ def intruder_noise(
     pairs = rows.tocoo()
     noise_u = np.asarray(sp.csr_matrix(sub @ per_noise)[pairs.row, pairs.col]).ravel()
     value_u = np.asarray(sp.csr_matrix(sub @ per_value)[pairs.row, pairs.col]).ravel()
-    out[cells] = noise.noise_left(
-        pairs.row, value_u, noise_u, np.asarray(noise_of_cell)[cells], cells.size, c
-    )
-    return out
+    rows = (pairs.row, value_u, noise_u, np.asarray(noise_of_cell)[cells], cells.size, c)
+    out[cells] = noise.noise_left(*rows)
+    to_largest[cells] = noise.noise_left_to_largest(*rows)
+    return out, to_largest
 
 
 #: Cells of a connected group of unknowns beyond which the exact test (a dense null

@@ -312,6 +312,56 @@ def apply_noise(values, multipliers) -> np.ndarray:
     return v * m
 
 
+def noise_left_to_largest(
+    cell_of_row: np.ndarray,
+    unit_value: np.ndarray,
+    unit_noise: np.ndarray,
+    total_noise: np.ndarray,
+    n_cells: int,
+    c: int = 1,
+) -> np.ndarray:
+    """The noise that still hides each cell's other units from its largest unit (with up
+    to ``c - 1`` others in its coalition), which knows its own noise; ``inf`` for a cell
+    of fewer than two units. :func:`noise_left` bounds what the others are left to hide
+    the largest; this is the other side (a helper's campaign, 2026-11-27).
+
+    Why: without noise, protecting the largest unit protects the others, since the
+    p%-rule's level is largest for it. With a fixed multiplier per respondent each
+    intruder is left a different noise: 1000, 900, 20 and 20 under p = 15 leave the
+    largest 72.2 to hide the second, whose level with the largest as intruder is
+    ``0.15 * 900 - 40 = 95``, while the noise left to every other intruder hid the
+    largest; the filter published the cell. Its target is the second largest unit (the
+    largest not in the coalition), so its level is the rule's with ``x_2`` as target.
+
+    ``c = 1``: ``|D - D_1|``; ``c > 1``: ``max(|D - D_1| - sum of the c - 1 largest |D_r|
+    of the others, 0)`` (triangle inequality: conservative). Arguments as
+    :func:`noise_left`."""
+    cell_of_row = np.asarray(cell_of_row, np.int64)
+    left = np.full(n_cells, np.inf)
+    if not cell_of_row.size:
+        return left
+    total = np.asarray(total_noise, np.float64)
+    order = np.lexsort((-np.asarray(unit_value, np.float64), cell_of_row))
+    cell = cell_of_row[order]
+    own = np.asarray(unit_noise, np.float64)[order]
+    size = np.bincount(cell, minlength=n_cells)
+    start = np.concatenate(([0], np.cumsum(size)[:-1]))
+    rank = np.arange(cell.size) - start[cell]
+    several = np.flatnonzero(size > 1)
+    left[several] = np.abs(total[several] - own[start[several]])
+    if c > 1 and several.size:
+        rest = (rank > 0) & (size[cell] > 1)
+        cell_r, own_r = cell[rest], np.abs(own[rest])
+        by_size = np.lexsort((-own_r, cell_r))
+        cell_r, own_r = cell_r[by_size], own_r[by_size]
+        n_rest = np.bincount(cell_r, minlength=n_cells)
+        first = np.concatenate(([0], np.cumsum(n_rest)[:-1]))
+        top = (np.arange(cell_r.size) - first[cell_r]) < c - 1
+        helpers = np.bincount(cell_r[top], own_r[top], minlength=n_cells)
+        left[several] = np.maximum(left[several] - helpers[several], 0.0)
+    return left
+
+
 def noise_left(
     cell_of_row: np.ndarray,
     unit_value: np.ndarray,

@@ -195,6 +195,16 @@ def _coalition_scale(m: Magnitudes, c: int, weight: float) -> np.ndarray:
     return np.abs(m.target) + weight * (np.abs(m.total) + subtracted)
 
 
+def _second_level(m: Magnitudes, coef: float, remainder: np.ndarray) -> np.ndarray:
+    """``coef x_2 - (X - x_1 - ... - x_{c+1})``: a concentration rule's level for the
+    second largest amount against a coalition holding the largest and the next ``c - 1``
+    (the same remainder as the largest's). Without noise it never exceeds the largest's;
+    with a fixed noise per respondent the largest is left another noise than the others
+    (:func:`service.sdc.noise.noise_left_to_largest`)."""
+    second = m.largest[:, 1] if m.largest.shape[1] > 1 else np.zeros(len(m.target))
+    return coef * second - remainder
+
+
 @dataclass(frozen=True)
 class PPercent(_TieAware):
     """p%-rule with coalitions of size ``c``.
@@ -227,6 +237,11 @@ class PPercent(_TieAware):
 
     def upper_protection(self, m: Magnitudes, frequency_range: float = 0.0) -> np.ndarray:
         return self._tie_level(m, self.p / 100.0 * m.target - self._remainder(m))
+
+    def second_level(self, m: Magnitudes) -> np.ndarray:
+        """The level of the second largest amount against a coalition holding the largest
+        (:func:`_second_level`, seed 003 B.1.a with ``x_2`` as target)."""
+        return _second_level(m, self.p / 100.0, self._remainder(m))
 
     def relaxed(self, f: float) -> PPercent:
         return PPercent(conversions.p_relaxed(self.p, f), self.c)
@@ -267,6 +282,11 @@ class PriorPosterior(_TieAware):
 
     def upper_protection(self, m: Magnitudes, frequency_range: float = 0.0) -> np.ndarray:
         return self._tie_level(m, self.p / self.q * m.target - self._remainder(m))
+
+    def second_level(self, m: Magnitudes) -> np.ndarray:
+        """The level of the second largest amount against a coalition holding the largest
+        (:func:`_second_level`, seed 003 B.1.b with ``x_2`` as target)."""
+        return _second_level(m, self.p / self.q, self._remainder(m))
 
     def relaxed(self, f: float) -> PriorPosterior:
         """Seed 004 strategy 1: the a-priori bound becomes ``q f``, so ``p/q`` becomes
