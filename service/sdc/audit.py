@@ -69,6 +69,9 @@ class FeasibilityIntervals:
         Wall-clock time.
     n_components : int
         Independent groups of suppressed cells that needed an LP model.
+    n_inner : int
+        Cells whose interval is an inner one, each end attained by a whole-number table
+        but not proven the extreme (integral audits, :func:`feasibility_intervals`).
     """
 
     cells: np.ndarray
@@ -80,6 +83,7 @@ class FeasibilityIntervals:
     n_lp_solves: int
     seconds: float
     n_components: int = 0
+    n_inner: int = 0
 
 
 @dataclass(frozen=True)
@@ -161,6 +165,7 @@ def feasibility_intervals(
     time_limit: float = 60.0,
     tolerance: float = 0.0,
     integral: bool = False,
+    levels=None,
 ) -> FeasibilityIntervals:
     """Feasibility interval of every suppressed cell.
 
@@ -185,6 +190,10 @@ def feasibility_intervals(
     integral : bool
         The cells are counts, which the intruder knows to be whole numbers: the intervals
         are those of whole-number tables (see Notes).
+    levels : tuple of (sensitive, upper_protection, lower_protection), optional
+        With ``integral``: the sensitive cells and their protection levels (each a number
+        or one per cell), which let the intervals of a flat table be inner ones where no
+        verdict depends on more (see Notes). Without them every bound is exact.
 
     Returns
     -------
@@ -226,6 +235,23 @@ def feasibility_intervals(
     multi-way tables: LP bounds need not be sharp). Only whole-number optima serve
     :func:`_settle` as witnesses.
 
+    Those MIPs cost 1.5-3 s each on a large group (a 20x20x10 table with 1,290 hidden
+    cells in one group), so on a table whose dimensions are all flat, given ``levels``
+    and hidden values that are a whole table ``v``, most intervals are inner ones
+    instead: ``[lo, hi]`` with each end attained by a whole table, the true one or
+    ``v + t z`` for a hypercube ``z`` (:func:`_hypercube_moves`; or an LP optimum that is
+    whole). An end is exact where it meets the LP's bound rounded inwards; feasibility
+    MIPs (:class:`_WholeTables`) settle the rest only for a sensitive cell whose inner
+    interval does not meet its levels while the LP's does, where the verdict depends on
+    them. Every other cell keeps its inner interval, never the LP's (an outer bound,
+    which could call a cell protected wrongly): a sensitive cell protected by it is
+    protected by the whole-number interval, which contains it, and one not protected by
+    the LP's rounded interval, which contains the whole-number one, is not protected
+    by either. A cell whose inner interval is a point where the LP's is not is taken as
+    derived by the aggregation check (:func:`audit_pattern`): conservative, as an
+    intruder who knows more cells only makes more aggregations of hidden cells
+    sensitive, never fewer. ``n_inner`` counts the cells whose interval is only inner.
+
     References
     ----------
     Fischetti, M. and Salazar, J.J. (2000), cited in seed 000 for the LP statement.
@@ -239,6 +265,7 @@ def feasibility_intervals(
     n_s = len(cells)
     lower = np.full(n_s, np.nan)
     upper = np.full(n_s, np.nan)
+    inner = np.zeros(n_s, bool)
 
     def result(status, message, n_lp=0, n_comp=0):
         certified = ~np.isnan(lower) & ~np.isnan(upper)
@@ -255,6 +282,7 @@ def feasibility_intervals(
             n_lp,
             time.perf_counter() - start,
             n_comp,
+            int((inner & certified).sum()),
         )
 
     if (why := _published_contradiction(p)) is not None:
@@ -270,6 +298,31 @@ def feasibility_intervals(
     lb, ub = p.lower[cells], p.upper[cells]
     if integral:
         lb, ub = _whole_bounds(lb, ub)
+    # Inner bounds from whole tables (see Notes): the hidden values, if a table, moved
+    # along hypercubes.
+    witness = None
+    flat = _flat_shape(relations) if integral and levels is not None else None
+    if flat is not None:
+        v = p.values[cells]
+        full = p.values  # the published values and the hidden ones: a table?
+        allowed = p.tolerance + _WHOLE_ATOL * np.maximum(1.0, abs(p.a) @ np.abs(full))
+        if (
+            np.isfinite(v).all()
+            and (_is_whole_each(v) & (v >= lb) & (v <= ub)).all()
+            and (np.abs(p.a @ full) <= allowed).all()
+        ):
+            room_up = np.zeros(len(p.values))
+            room_down = np.zeros(len(p.values))
+            room_up[cells], room_down[cells] = ub - v, v - lb
+            up, down = _hypercube_moves(*flat, room_up, room_down, deadline)
+            sens, upl, lpl = (np.broadcast_to(np.asarray(x), p.values.shape) for x in levels)
+            witness = (
+                v - down[cells],
+                v + up[cells],
+                np.asarray(sens, bool)[cells],
+                np.asarray(upl, float)[cells],
+                np.asarray(lpl, float)[cells],
+            )
 
     # Components of the bipartite graph suppressed cells <-> relations touching them.
     pattern = sp.csr_matrix((np.ones(b.nnz), b.indices, b.indptr), shape=b.shape)
@@ -329,16 +382,31 @@ def feasibility_intervals(
             blocks.indices[start_nz:end_nz] - r0,
             blocks.data[start_nz:end_nz],
         )
-        lo, hi, n_solved, outcome = _bound_group(
-            block,
-            rhs_sorted[r0:r1],
-            p.tolerance,
-            lb[js],
-            ub[js],
-            deadline,
-            integral,
-            p.values[cells[js]] if integral else None,
-        )
+        if witness is None:
+            lo, hi, n_solved, outcome = _bound_group(
+                block,
+                rhs_sorted[r0:r1],
+                p.tolerance,
+                lb[js],
+                ub[js],
+                deadline,
+                integral,
+                p.values[cells[js]] if integral else None,
+            )
+        else:
+            w_lo, w_hi, w_sens, w_up, w_low = (w[js] for w in witness)
+            lo, hi, n_solved, outcome, inner[js] = _inner_group(
+                block,
+                rhs_sorted[r0:r1],
+                p.tolerance,
+                lb[js],
+                ub[js],
+                deadline,
+                p.values[cells[js]],
+                w_lo.copy(),
+                w_hi.copy(),
+                (w_sens, w_up, w_low),
+            )
         lower[js], upper[js] = lo, hi
         n_lp += n_solved
         if outcome == "infeasible":
@@ -385,7 +453,9 @@ def _is_whole(x: np.ndarray) -> bool:
 _WHOLE_ATOL = 1e-6
 
 
-def _bound_group(block, rhs, tolerance, lb, ub, deadline, integral=False, known=None):
+def _bound_group(
+    block, rhs, tolerance, lb, ub, deadline, integral=False, known=None, witnesses=None
+):
     """Min and max of every variable of one group by warm-started HiGHS solves.
 
     ``block`` is the group's constraint matrix in CSC form ``(indptr, indices, data)``,
@@ -394,6 +464,9 @@ def _bound_group(block, rhs, tolerance, lb, ub, deadline, integral=False, known=
     whole numbers (:func:`feasibility_intervals`, Notes), by :class:`_WholeTables` where an
     LP's optimum is not whole; ``known``: the group's true values, a whole table to start
     from (ignored unless whole, within the bounds and within the relations).
+    ``witnesses``: ``(lo, hi)``, the least and greatest value of each cell over some whole
+    tables, for the LP bounds (``integral`` false): they join the feasible points seen,
+    and each LP optimum that is whole joins them (updated in place).
 
     A bound needs no LP once it is proven from both sides (:func:`_settle`): a bound
     implied by one relation caps it, and an optimum of an earlier LP, a feasible point,
@@ -419,6 +492,8 @@ def _bound_group(block, rhs, tolerance, lb, ub, deadline, integral=False, known=
             residual <= allowed
         ).all():
             seen_lo, seen_hi = known.astype(float), known.astype(float)
+    if witnesses is not None:
+        seen_lo, seen_hi = witnesses[0].copy(), witnesses[1].copy()
     for j in range(n):
         for sense in (1.0, -1.0):
             if not np.isnan(lower[j] if sense > 0 else upper[j]):
@@ -453,6 +528,9 @@ def _bound_group(block, rhs, tolerance, lb, ub, deadline, integral=False, known=
                 else:
                     np.minimum(seen_lo, x, out=seen_lo)
                     np.maximum(seen_hi, x, out=seen_hi)
+                    if witnesses is not None and _is_whole(x):
+                        np.minimum(witnesses[0], np.round(x), out=witnesses[0])
+                        np.maximum(witnesses[1], np.round(x), out=witnesses[1])
                 if sense > 0:
                     lower[j] = min(max(value, lb[j]), ub[j])
                 else:
@@ -468,6 +546,73 @@ def _bound_group(block, rhs, tolerance, lb, ub, deadline, integral=False, known=
             else:
                 return lower, upper, n_solves, outcome.value
     return lower, upper, n_solves + (0 if whole is None else whole.solves), "optimal"
+
+
+def _inner_group(block, rhs, tolerance, lb, ub, deadline, values, w_lo, w_hi, levels):
+    """Whole-number intervals of one group of a flat count table, inner where no verdict
+    depends on more (:func:`feasibility_intervals`, Notes).
+
+    ``w_lo``/``w_hi``: the least and greatest value of each cell over the whole tables
+    known (the true one ``values`` and its hypercube moves); ``levels``: the group's
+    ``(sensitive, upper_protection, lower_protection)``. The LP bounds come first
+    (:func:`_bound_group`; its whole optima join the witnesses), rounded inwards: an
+    outer bound of the whole-number interval. An end is exact where a witness reaches it;
+    a sensitive cell that its inner interval does not protect while the outer one does
+    gets its open ends from feasibility MIPs (:meth:`_WholeTables.bound`), whose tables
+    join the witnesses too. Returns ``(lower, upper, n_solves, outcome, inner)``, with
+    ``inner`` the cells whose interval is only inner; bounds not proven are nan.
+    """
+    lp_lo, lp_hi, n_solves, outcome = _bound_group(
+        block, rhs, tolerance, lb, ub, deadline, witnesses=(w_lo, w_hi)
+    )
+    n = len(lb)
+    nan = np.full(n, np.nan)
+    if outcome != "optimal":
+        return nan, nan.copy(), n_solves, outcome, np.zeros(n, bool)
+    # The LP's bounds rounded inwards (an unbounded LP has unbounded whole tables: its
+    # rational ray, scaled, is a whole move).
+    out_lo = np.where(
+        np.isfinite(lp_lo), np.ceil(lp_lo - _WHOLE_ATOL * np.maximum(1.0, np.abs(lp_lo))), lp_lo
+    )
+    out_hi = np.where(
+        np.isfinite(lp_hi), np.floor(lp_hi + _WHOLE_ATOL * np.maximum(1.0, np.abs(lp_hi))), lp_hi
+    )
+    sens, upl, lowl = levels
+
+    def reached_lo():
+        # A whole table reaches the outer bound; an unbounded LP is exact as it is.
+        return (w_lo <= out_lo) | np.isinf(out_lo)
+
+    def reached_hi():
+        return (w_hi >= out_hi) | np.isinf(out_hi)
+
+    def protected(k, lo, hi):
+        return check_protection(values[k], lo, hi, upl[k], lowl[k], True, True).protected.item()
+
+    indptr, indices, data = block
+    whole = None
+    for k in np.flatnonzero(sens):
+        for sense in (1.0, -1.0):
+            if reached_lo()[k] if sense > 0 else reached_hi()[k]:
+                continue  # exact already
+            if protected(k, w_lo[k], w_hi[k]) or not protected(k, out_lo[k], out_hi[k]):
+                break  # the verdict is settled whatever the whole-number interval
+            if whole is None:
+                a = sp.csc_matrix((data, indices, indptr), shape=(len(rhs), n))
+                whole = _WholeTables(a, rhs, tolerance, lb, ub)
+            lp_value = lp_lo[k] if sense > 0 else lp_hi[k]
+            value, why = whole.bound(int(k), sense, lp_value, w_lo, w_hi, deadline)
+            if value is None:
+                return nan, nan.copy(), n_solves + whole.solves, why, np.zeros(n, bool)
+            if sense > 0:
+                out_lo[k] = value
+            else:
+                out_hi[k] = value
+    at_lo, at_hi = reached_lo(), reached_hi()
+    lower = np.where(at_lo, out_lo, w_lo)
+    upper = np.where(at_hi, out_hi, w_hi)
+    exact = at_lo & at_hi
+    return lower, upper, n_solves + (0 if whole is None else whole.solves), "optimal", ~exact
 
 
 class _WholeTables:
@@ -852,7 +997,7 @@ def audit_pattern(
     relations = problem.structure
     suppressed = np.asarray(suppressed, dtype=bool)
     iv = feasibility_intervals(
-        problem.relations,
+        problem.structure,
         values,
         suppressed,
         problem.lower_bounds,
@@ -860,6 +1005,7 @@ def audit_pattern(
         time_limit=time_limit,
         tolerance=problem.tolerance,
         integral=problem.integral,
+        levels=(sensitive, problem.upper_protection, problem.lower_protection),
     )
     c = iv.cells
     check = check_protection(
@@ -926,3 +1072,132 @@ def audit_pattern(
     return PatternAudit(
         iv, check, union_check, aggregations, published_sensitive, "safe", tuple(reasons)
     )
+
+
+# --- inner bounds of count tables: whole tables from hypercube moves ----------------------
+
+#: Most entries of the arrays of one batch of hypercubes (about 8 bytes each, a few arrays).
+_HYPERCUBE_BATCH = 4_000_000
+
+
+def _flat_shape(structure) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """The shape and the position of each dimension's total of a table whose dimensions
+    are all flat (a total and its leaves), else ``None``."""
+    from .table import Table
+
+    if not isinstance(structure, Table):
+        return None
+    roots = []
+    for h in structure.dimensions:
+        parent = np.asarray(h.parent)
+        if h.n_codes < 2 or (parent < 0).sum() != 1:
+            return None
+        root = int(np.flatnonzero(parent < 0)[0])
+        if not (np.delete(parent, root) == root).all():
+            return None
+        roots.append(root)
+    return tuple(structure.shape), tuple(roots)
+
+
+def _dimension_pairs(m: int, root: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every pair of codes ``a < b`` of a flat dimension of ``m`` codes whose total is at
+    ``root``, and the sign of ``b``: the deviation ``e_a + sign e_b`` keeps the
+    dimension's one relation ``x_root - sum_leaves x = 0`` (two leaves: ``e_a - e_b``;
+    the total and a leaf: ``e_root + e_leaf``)."""
+    a, b = np.triu_indices(m, k=1)
+    sign = np.where((a == root) | (b == root), 1.0, -1.0)
+    return a, b, sign
+
+
+def _hypercube(shape, roots, pairs) -> np.ndarray:
+    """The deviation of one hypercube, a vector over the cells: the outer product over the
+    dimensions of ``e_a + sign e_b`` for the pair ``(a, b)`` of codes chosen on each
+    (:func:`_dimension_pairs`). Every relation of a flat table runs along one dimension
+    with the other codes fixed, where it meets that dimension's factor, which keeps it:
+    ``A z = 0``."""
+    z = np.ones(())
+    for m, root, (a, b) in zip(shape, roots, pairs, strict=True):
+        w = np.zeros(m)
+        w[a] = 1.0
+        w[b] = 1.0 if root in (a, b) else -1.0
+        z = np.multiply.outer(z, w)
+    return z.ravel()
+
+
+def _hypercube_moves(shape, roots, room_up, room_down, deadline):
+    """The largest whole moves up and down of every cell that one hypercube proves.
+
+    ``room_up``/``room_down`` (one per cell, 0 for a published cell) are how far each cell
+    can go up (down) from a whole table ``v`` within its bounds. A hypercube ``z``
+    (:func:`_hypercube`) moves ``2^d`` cells by +-1 and keeps every relation, so ``v + t z``
+    is a whole table for every whole ``t`` with each moved cell within its room: up to
+    ``floor(min(room_up where z = 1, room_down where z = -1))``, and ``-z`` likewise. A
+    cell's move up is the largest step of a hypercube moving it up, in either orientation.
+
+    Vectorised one dimension at a time: replacing a dimension's codes by its pairs takes
+    the least room of the two codes (in the orientation the pair's sign gives), and the
+    way back the greatest step of the pairs that hold a code; batches over the first
+    dimension's pairs bound the memory. Returns ``(up, down)``; where the deadline cut the
+    batches short, the moves are those of the hypercubes seen (still proven).
+    """
+    d = len(shape)
+    dims = [_dimension_pairs(m, r) for m, r in zip(shape, roots, strict=True)]
+    up0 = np.asarray(room_up, float).reshape(shape)
+    down0 = np.asarray(room_down, float).reshape(shape)
+    best_up = np.zeros(shape)
+    best_down = np.zeros(shape)
+
+    def along(k, v, n):
+        s = [1] * n
+        s[k] = -1
+        return v.reshape(s)
+
+    def squeeze(p, q, k, a, b, sign):
+        # Codes -> pairs on axis k: (room in +z, room in -z) of each pair.
+        pos = along(k, sign, p.ndim) > 0
+        pa, qa = np.take(p, a, axis=k), np.take(q, a, axis=k)
+        pb, qb = np.take(p, b, axis=k), np.take(q, b, axis=k)
+        return np.minimum(pa, np.where(pos, pb, qb)), np.minimum(qa, np.where(pos, qb, pb))
+
+    def spread(p, q, k, m, a, b, sign):
+        # Pairs -> codes on axis k: the greatest step moving each code up (down).
+        shape_out = list(p.shape)
+        shape_out[k] = m
+        out_p, out_q = np.zeros(shape_out), np.zeros(shape_out)
+        for c in range(m):
+            ia = np.flatnonzero(a == c)
+            ib = np.flatnonzero(b == c)
+            parts_p = [np.take(p, ia, axis=k)]
+            parts_q = [np.take(q, ia, axis=k)]
+            if ib.size:
+                pos = along(k, sign[ib], p.ndim) > 0
+                pb, qb = np.take(p, ib, axis=k), np.take(q, ib, axis=k)
+                parts_p.append(np.where(pos, pb, qb))
+                parts_q.append(np.where(pos, qb, pb))
+            idx = [slice(None)] * p.ndim
+            idx[k] = c
+            cat_p = np.concatenate(parts_p, axis=k)
+            cat_q = np.concatenate(parts_q, axis=k)
+            if cat_p.shape[k]:
+                out_p[tuple(idx)] = cat_p.max(axis=k)
+                out_q[tuple(idx)] = cat_q.max(axis=k)
+        return out_p, out_q
+
+    rest = int(np.prod([len(a) for a, _, _ in dims[1:]])) * int(np.prod(shape[1:]) or 1)
+    batch = max(1, _HYPERCUBE_BATCH // max(rest, 1))
+    a0, b0, s0 = dims[0]
+    for first in range(0, len(a0), batch):
+        if time.perf_counter() >= deadline:
+            break
+        sel = slice(first, first + batch)
+        p, q = squeeze(up0, down0, 0, a0[sel], b0[sel], s0[sel])
+        for k in range(1, d):
+            p, q = squeeze(p, q, k, *dims[k])
+        # Whole steps: the rooms are whole or infinite.
+        p, q = np.floor(p), np.floor(q)
+        for k in range(d - 1, 0, -1):
+            p, q = spread(p, q, k, shape[k], *dims[k])
+        p, q = spread(p, q, 0, shape[0], a0[sel], b0[sel], s0[sel])
+        np.maximum(best_up, p, out=best_up)
+        np.maximum(best_down, q, out=best_down)
+    return best_up.ravel(), best_down.ravel()

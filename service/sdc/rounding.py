@@ -322,15 +322,18 @@ def audit_rounding(
     lower = np.maximum(problem.lower_bounds, near)
     upper = np.minimum(problem.upper_bounds, far)
     every = np.ones(problem.n_cells, bool)
+    # Every cell is unknown, so the values passed only seed the whole-number search: the
+    # true table, a whole one within these bounds (the rounded one need not add up).
     iv = feasibility_intervals(
-        problem.relations,
-        r,
+        problem.structure,
+        problem.values if problem.integral else r,
         every,
         lower,
         upper,
         time_limit=time_limit,
         tolerance=problem.tolerance,
         integral=problem.integral,
+        levels=(problem.sensitive, problem.upper_protection, problem.lower_protection),
     )
     cells = np.flatnonzero(problem.sensitive)
     lo, hi, ok = iv.lower[cells], iv.upper[cells], iv.certified[cells]
