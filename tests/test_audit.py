@@ -981,3 +981,153 @@ def test_whole_number_intervals_ignore_values_that_are_no_table():
     for k, j in enumerate(iv.cells.tolist()):
         expected = _whole_number_interval(t.relations, x, hidden, j)
         assert (iv.lower[k], iv.upper[k]) == pytest.approx(expected, abs=1e-6), j
+
+
+# --- count tables: inner whole-number intervals from hypercubes (helper-41) ---------------
+
+
+def _flat_table(shape):
+    return Table(
+        [Hierarchy.flat(f"d{k}", [f"c{i}" for i in range(m)]) for k, m in enumerate(shape)]
+    )
+
+
+@pytest.mark.parametrize("shape", [(3,), (1, 2), (2, 3), (3, 2, 2), (2, 2, 2, 2)])
+def test_hypercube_deviations_keep_every_relation(shape):
+    """Every hypercube (two codes per dimension, the total among them or not) moves 2^d
+    cells by +-1 and keeps every relation of the flat table: A z = 0."""
+    import itertools
+
+    t = _flat_table(shape)
+    dims, roots = audit._flat_shape(t)
+    assert dims == t.shape and roots == (0,) * len(shape)
+    choices = [list(zip(*audit._dimension_pairs(m, r)[:2])) for m, r in zip(dims, roots)]
+    n = 0
+    for pairs in itertools.product(*choices):
+        z = audit._hypercube(dims, roots, pairs)
+        assert np.abs(t.relations @ z).max() == 0
+        assert (np.abs(z[z != 0]) == 1).all() and (z != 0).sum() == 2 ** len(shape)
+        n += 1
+    assert n == np.prod([(m + 1) * m // 2 for m in shape])
+
+
+def test_only_flat_tables_get_hypercubes():
+    two_levels = Hierarchy.from_children("d", {"T": ["a", "b"], "a": ["a1", "a2"]})
+    assert audit._flat_shape(Table([two_levels, Hierarchy.flat("e", ["x", "y"])])) is None
+    assert audit._flat_shape(_flat_table((2, 3)).relations) is None
+
+
+@pytest.mark.parametrize("batch", [10**9, 7])
+@pytest.mark.parametrize("shape", [(3,), (2, 3), (3, 2, 2), (2, 2, 3, 2)])
+def test_hypercube_moves_are_the_best_of_each_hypercube(monkeypatch, shape, batch):
+    """The vectorised moves (in batches or not) equal, cell by cell, the best step of the
+    hypercubes moving it, found one hypercube at a time."""
+    import itertools
+
+    monkeypatch.setattr(audit, "_HYPERCUBE_BATCH", batch)
+    rng = np.random.default_rng(len(shape))
+    t = _flat_table(shape)
+    dims, roots = audit._flat_shape(t)
+    n = t.n_cells
+    hidden = rng.random(n) < 0.9
+    up = np.where(rng.random(n) < 0.2, np.inf, rng.integers(1, 4, n))
+    up, down = np.where(hidden, up, 0.0), np.where(hidden, rng.integers(1, 4, n), 0.0)
+    got_up, got_down = audit._hypercube_moves(dims, roots, up, down, time.perf_counter() + 60)
+    best_up, best_down = np.zeros(n), np.zeros(n)
+    choices = [list(zip(*audit._dimension_pairs(m, r)[:2])) for m, r in zip(dims, roots)]
+    for pairs in itertools.product(*choices):
+        z = audit._hypercube(dims, roots, pairs)
+        for zz in (z, -z):
+            step = min(up[zz > 0].min(initial=np.inf), down[zz < 0].min(initial=np.inf))
+            best_up[zz > 0] = np.maximum(best_up[zz > 0], step)
+            best_down[zz < 0] = np.maximum(best_down[zz < 0], step)
+    assert (got_up == best_up).all() and (got_down == best_down).all()
+    assert best_up.max() > 0
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.data())
+def test_inner_whole_intervals_hold_and_keep_the_verdicts(data):
+    """Random 3x3x2, 3x3x3 and 4x3x3 count tables, patterns, sensitive cells and levels: with
+    the levels given, every interval end reported is attained by a whole table (within
+    scipy's MILP interval), and each sensitive cell's verdict, by check_protection and by
+    the audit, is the one its exact whole-number interval gives. Half the examples go
+    without hypercubes (only the true table and whole LP optima as witnesses), so that
+    the feasibility MIPs of the cells whose verdict depends on them run."""
+    from unittest import mock
+
+    from service.sdc.audit import audit_pattern
+    from service.sdc.problem import TableProblem
+
+    if data.draw(st.booleans()):
+        no_moves = lambda shape, roots, up, down, deadline: (np.zeros_like(up), np.zeros_like(up))
+        with mock.patch.object(audit, "_hypercube_moves", no_moves):
+            _check_inner_whole_intervals(data, audit_pattern, TableProblem)
+    else:
+        _check_inner_whole_intervals(data, audit_pattern, TableProblem)
+
+
+def _check_inner_whole_intervals(data, audit_pattern, TableProblem):
+
+    t = _flat_table(data.draw(st.sampled_from([(3, 3, 2), (3, 3, 3), (4, 3, 3)])))
+    leaves = np.flatnonzero(t.is_leaf)
+    leaf = np.zeros(t.n_cells)
+    leaf[leaves] = data.draw(
+        st.lists(st.integers(0, 4), min_size=len(leaves), max_size=len(leaves))
+    )
+    x = t.fill_margins(leaf)
+    flags = st.lists(st.booleans(), min_size=t.n_cells, max_size=t.n_cells)
+    hidden = np.array(data.draw(flags))
+    hidden[t.cell_index(("Total", "Total", "Total"))] = False  # every interval bounded
+    sensitive = hidden & np.array(data.draw(flags))
+    levels = st.lists(st.integers(0, 3), min_size=t.n_cells, max_size=t.n_cells)
+    upl, lowl = np.array(data.draw(levels), float), np.array(data.draw(levels), float)
+    iv = feasibility_intervals(t, x, hidden, integral=True, levels=(sensitive, upl, lowl))
+    assert iv.certified.all() and iv.status == "optimal"
+    c = iv.cells
+    exact = np.array([_whole_number_interval(t.relations, x, hidden, j) for j in c])
+    exact = exact.reshape(-1, 2)
+    assert (iv.lower >= exact[:, 0] - 1e-6).all() and (iv.upper <= exact[:, 1] + 1e-6).all()
+    args = (upl[c], lowl[c], sensitive[c], np.ones(len(c), bool))
+    reported = check_protection(x[c], iv.lower, iv.upper, *args)
+    truth = check_protection(x[c], exact[:, 0], exact[:, 1], *args)
+    assert (reported.protected == truth.protected).all()
+    problem = TableProblem.of(t, x, sensitive, upl, lowl, integral=True)
+    verdict = audit_pattern(problem, hidden).verdict
+    assert verdict == ("unsafe" if (sensitive[c] & ~truth.protected).any() else "safe")
+
+
+def test_inner_whole_intervals_are_probed_where_a_verdict_depends_on_them():
+    """A 4x3x3 count table (seed 301 of a random search) where four sensitive cells'
+    inner intervals (hypercubes, whole LP optima) do not meet their levels while the
+    LP's do: the feasibility MIPs settle them, and every verdict is the one of the exact
+    whole-number intervals (scipy's MILP). Taking the inner intervals as they are would
+    have called those cells unprotected."""
+    from unittest import mock
+
+    rng = np.random.default_rng(301)
+    t = _flat_table((4, 3, 3))
+    leaf = np.zeros(t.n_cells)
+    leaves = np.flatnonzero(t.is_leaf)
+    leaf[leaves] = rng.integers(0, 5, len(leaves))
+    x = t.fill_margins(leaf)
+    hidden = rng.random(t.n_cells) < 0.6
+    hidden[0] = False  # the grand total
+    sensitive = hidden & (rng.random(t.n_cells) < 0.5)
+    upl, lowl = (rng.integers(0, 4, t.n_cells).astype(float) for _ in range(2))
+    levels = (sensitive, upl, lowl)
+    iv = feasibility_intervals(t, x, hidden, integral=True, levels=levels)
+    c = iv.cells
+    exact = np.array([_whole_number_interval(t.relations, x, hidden, j) for j in c])
+    assert (iv.lower >= exact[:, 0]).all() and (iv.upper <= exact[:, 1]).all()
+    args = (upl[c], lowl[c], sensitive[c], np.ones(len(c), bool))
+    truth = check_protection(x[c], exact[:, 0], exact[:, 1], *args).protected
+    assert (check_protection(x[c], iv.lower, iv.upper, *args).protected == truth).all()
+    inner_only = lambda self, j, sense, lp, lo, hi, deadline: (
+        lo[j] if sense > 0 else hi[j],
+        None,
+    )
+    with mock.patch.object(audit._WholeTables, "bound", inner_only):
+        unprobed = feasibility_intervals(t, x, hidden, integral=True, levels=levels)
+    protected = check_protection(x[c], unprobed.lower, unprobed.upper, *args).protected
+    assert (protected != truth).sum() == 4 and (protected <= truth).all()

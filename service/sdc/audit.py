@@ -1174,7 +1174,7 @@ def _hypercube_moves(shape, roots, room_up, room_down, deadline):
                 pb, qb = np.take(p, ib, axis=k), np.take(q, ib, axis=k)
                 parts_p.append(np.where(pos, pb, qb))
                 parts_q.append(np.where(pos, qb, pb))
-            idx = [slice(None)] * p.ndim
+            idx: list[slice | int] = [slice(None)] * p.ndim
             idx[k] = c
             cat_p = np.concatenate(parts_p, axis=k)
             cat_q = np.concatenate(parts_q, axis=k)
