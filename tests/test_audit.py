@@ -890,6 +890,16 @@ _HIDDEN_3D = [1, 3, 7, 8, 11, 12, 13, 16, 17, 21, 22, 23, 24, 25, 26, 29, 30, 31
 _HIDDEN_3D += [41, 42, 43, 44, 45, 46, 47, 48, 50, 51, 53, 54, 55, 56, 58, 59, 60, 61, 62, 63]
 
 
+def _counts_3d():
+    """The table of ``_COUNTS_3D`` (margins filled) and the pattern ``_HIDDEN_3D``."""
+    t = Table([Hierarchy.flat(f"d{k}", ["c0", "c1", "c2"]) for k in range(3)])
+    leaf = np.zeros(t.n_cells)
+    leaf[np.flatnonzero(t.is_leaf)] = _COUNTS_3D
+    hidden = np.zeros(t.n_cells, bool)
+    hidden[_HIDDEN_3D] = True
+    return t, t.fill_margins(leaf), hidden
+
+
 def _whole_number_interval(a, values, hidden, j):
     """The min and max of cell ``j`` over tables of whole numbers >= 0 that agree with
     the published cells (scipy's MILP, apart from the service)."""
@@ -918,12 +928,7 @@ def test_count_tables_get_intervals_of_whole_numbers():
     from service.sdc.audit import audit_pattern
     from service.sdc.problem import TableProblem
 
-    t = Table([Hierarchy.flat(f"d{k}", ["c0", "c1", "c2"]) for k in range(3)])
-    leaf = np.zeros(t.n_cells)
-    leaf[np.flatnonzero(t.is_leaf)] = _COUNTS_3D
-    x = t.fill_margins(leaf)
-    hidden = np.zeros(t.n_cells, bool)
-    hidden[_HIDDEN_3D] = True
+    t, x, hidden = _counts_3d()
     j = t.cell_index(("c2", "c1", "Total"))
     assert x[j] == 5 and _whole_number_interval(t.relations, x, hidden, j) == (3.0, 7.0)
     for integral, expected in ((False, (2.0, 7.0)), (True, (3.0, 7.0))):
@@ -968,12 +973,7 @@ def test_whole_number_intervals_ignore_values_that_are_no_table():
     only when they are one: values that do not add up (a randomly rounded table) must
     not be taken for a table the intruder could face. The intervals then come from the
     published cells alone, as scipy's MILP finds them."""
-    t = Table([Hierarchy.flat(f"d{k}", ["c0", "c1", "c2"]) for k in range(3)])
-    leaf = np.zeros(t.n_cells)
-    leaf[np.flatnonzero(t.is_leaf)] = _COUNTS_3D
-    x = t.fill_margins(leaf)
-    hidden = np.zeros(t.n_cells, bool)
-    hidden[_HIDDEN_3D] = True
+    t, x, hidden = _counts_3d()
     wrong = x.copy()
     wrong[hidden] += 1.0  # whole, but no longer a table
     iv = feasibility_intervals(t.relations, wrong, hidden, integral=True)
