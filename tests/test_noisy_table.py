@@ -403,3 +403,64 @@ def test_the_largest_respondent_is_an_intruder_too(make_client):
     reply = make_client(noise_secret=secret).post("/v1/noise", json=body)
     assert reply.status_code == 200, reply.text
     assert by_key(reply.json())["Mining",]["status"] == "flagged"
+
+
+def _one_dimension(cells: list[dict], leaves: list[str]) -> dict:
+    return {
+        "structure": {"dimensions": [{"name": "a", "leaves": leaves}]},
+        "cells": cells,
+        "rules": {"rules": [{"type": "p_percent", "p": 15}]},
+        "noise": {"d": 0.1, "jitter": 0.0},
+        "flagged": "suppress",
+    }
+
+
+def test_a_respondent_in_two_leaves_is_one_unit_in_their_margin(client):
+    """e1 reports 60 in a0 and 60 in a1 (one establishment, one multiplier), e2 10 in a1.
+    In Total e1 is one respondent of 120: level 0.15 * 120 = 18, and e2, knowing its own
+    noise, is left e1's 12. The rules counted e1's contributions as two respondents
+    (60, 60, 10: not sensitive) while the noise pooled them, and Total was published
+    (a helper's campaign, 2026-11-27). Now the rules count e1 once, as the noise does."""
+    body = _one_dimension(
+        [
+            {"key": ["a0"], "contributions": [{"value": 60}], "respondents": ["e1"]},
+            {
+                "key": ["a1"],
+                "contributions": [{"value": 60}, {"value": 10}],
+                "respondents": ["e1", "e2"],
+            },
+        ],
+        ["a0", "a1"],
+    )
+    reply = client.post("/v1/noise", json=body)
+    assert reply.status_code == 200, reply.text
+    total = by_key(reply.json())["Total",]
+    assert total["sensitive"] and total["status"] == "suppressed", total
+
+
+def test_a_respondent_listed_twice_in_a_leaf_is_one_unit(client):
+    """e1 60 + e1 60 + e2 10 in one leaf: one respondent of 120 beside 10 (sensitive),
+    not three; with sampling weights the rules cannot pool it (weights and holdings do
+    not go together): a 422 naming the respondents and the cell."""
+    cells = [
+        {
+            "key": ["a0"],
+            "contributions": [{"value": 60}, {"value": 60}, {"value": 10}],
+            "respondents": ["e1", "e1", "e2"],
+        },
+        {
+            "key": ["a1"],
+            "contributions": [{"value": 500}, {"value": 400}, {"value": 300}],
+            "respondents": ["e3", "e4", "e5"],
+        },
+    ]
+    reply = client.post("/v1/noise", json=_one_dimension(cells, ["a0", "a1"]))
+    assert reply.status_code == 200, reply.text
+    a0 = by_key(reply.json())["a0",]
+    assert a0["sensitive"] and a0["status"] == "suppressed", a0
+    for x in cells[0]["contributions"]:
+        x["weight"] = 2.0
+    reply = client.post("/v1/noise", json=_one_dimension(cells, ["a0", "a1"]))
+    assert reply.status_code == 422, reply.text
+    (detail,) = reply.json()["detail"]
+    assert detail["field"] == "respondents" and detail["cell"] == 0, detail
