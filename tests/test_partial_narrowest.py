@@ -409,3 +409,39 @@ def test_the_filter_role_gets_the_published_intervals_only(make_client, key_file
     published = {k: c["published"] for k, c in cells.items() if "published" in c}
     assert set(published) == set(CYCLE)
     assert all(cells[k]["value"] is None and "interval" not in cells[k] for k in CYCLE)
+
+
+def test_count_tables_get_intervals_with_whole_ends(client):
+    """Counts: the narrowest intervals have fractional ends (an LP), which an intruder who
+    knows counts are whole narrows at once, so the audit of whole-number intervals
+    rejected them: no intervals on 26 of 40 random 3x3 count tables that the fast method
+    protects (a helper's campaign found 94 of 102). Each end is now widened outwards to a
+    whole number; every such table gets intervals, each end whole, audited safe."""
+    rng = np.random.default_rng(0)
+    protected = 0
+    for k in range(12):
+        counts = rng.integers(0, 12, (3, 3))
+        body = {
+            "structure": {
+                "dimensions": [
+                    {"name": "r", "leaves": ["r0", "r1", "r2"]},
+                    {"name": "c", "leaves": ["c0", "c1", "c2"]},
+                ]
+            },
+            "cells": [
+                {"key": [f"r{i}", f"c{j}"], "value": int(counts[i, j])}
+                for i in range(3)
+                for j in range(3)
+            ],
+            "counts": {"threshold": 3, "range": [0, 50][k % 2]},
+            "method": "partial",
+        }
+        if not client.post("/v1/suppress", json={**body, "method": "fast"}).json()["safe"]:
+            continue
+        reply = client.post("/v1/suppress", json=body).json()
+        assert reply["safe"] and reply["audit"]["verdict"] == "safe", reply["solver"]
+        for cell in reply["cells"]:
+            for end in cell.get("published") or ():
+                assert end == round(end), cell
+        protected += 1
+    assert protected >= 6

@@ -483,6 +483,15 @@ def _solve(problem, cost, forbidden, forced, start, end, budget) -> PartialResul
             )
         message = f"{message}; the last intervals were widened to meet every requirement"
     assert d is not None
+    if p.table.integral:
+        # Counts: intervals of whole numbers, each end widened outwards (wider intervals
+        # only protect more). The LP's narrowest ends are fractions, and an intruder who
+        # knows counts are whole reads an end of 2.4 as 2; a helper's campaign found 94 of
+        # 102 count tables with no intervals returned, though fast protected them.
+        d = tuple(
+            np.minimum(np.ceil(side - 1e-9 * np.maximum(1.0, side)), np.floor(room))
+            for side, room in zip(d, (room_up, room_down), strict=True)
+        )
     shown = np.zeros(n, bool)
     shown[cols] = (d[0] + d[1]) > 0
     lo, hi = p.lower_bounds.copy(), p.upper_bounds.copy()
