@@ -51,7 +51,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import highs
-from ..aggregations import Deviations
+from ..aggregations import Deviations, atom_map
 from ..highs import Outcome
 from ..unions import UnionSource, judge
 from .fast import check_pattern, log, protect_aggregations, remove_superfluous, trim
@@ -688,9 +688,17 @@ def _exposed_relations(p: SearchProblem) -> list[np.ndarray]:
 def _sensitive_rows(p: SearchProblem, lam: sp.csr_matrix, unions: UnionSource) -> np.ndarray:
     """Which rows of ``lam`` (aggregations of fixed cells, one per row) the rule calls
     sensitive (:func:`service.sdc.unions.judge`), each oriented as the union check orients
-    them: published value non-negative."""
+    them: published value non-negative, and judged on the atoms as the audit judges
+    them (``phi = G^T lambda``, :func:`service.sdc.aggregations.atom_map`). Judged on the
+    cells, a margin and a leaf within it counted their common respondents twice: a column
+    whose total and one leaf (150 each, the other leaf empty) are sensitive read as a
+    sensitive aggregation of two respondents of 150, though it publishes the empty leaf,
+    and the cut it made forced a cell no cheapest pattern needs (``exact`` said optimal at
+    9 cells where 8 are safe; a helper's campaign, 2026-11-27)."""
     lam = (sp.diags(np.where(lam @ p.values < 0, -1.0, 1.0)) @ lam).tocsr()
-    verdict = judge(lam, p.values, unions)
+    phi = sp.csr_matrix(lam @ atom_map(p.table.structure, unions))
+    phi.eliminate_zeros()
+    verdict = judge(phi, p.values, unions)
     return verdict.fired.any(axis=0) & verdict.checked
 
 
