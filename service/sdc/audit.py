@@ -304,13 +304,8 @@ def feasibility_intervals(
     flat = _flat_shape(relations) if integral and levels is not None else None
     if flat is not None:
         v = p.values[cells]
-        full = p.values  # the published values and the hidden ones: a table?
-        allowed = p.tolerance + _WHOLE_ATOL * np.maximum(1.0, abs(p.a) @ np.abs(full))
-        if (
-            np.isfinite(v).all()
-            and (_is_whole_each(v) & (v >= lb) & (v <= ub)).all()
-            and (np.abs(p.a @ full) <= allowed).all()
-        ):
+        # The published values and the hidden ones: a table?
+        if _whole_table(v, lb, ub, p.a, p.values, 0.0, p.tolerance):
             room_up = np.zeros(len(p.values))
             room_down = np.zeros(len(p.values))
             room_up[cells], room_down[cells] = ub - v, v - lb
@@ -444,6 +439,18 @@ def _is_whole_each(x: np.ndarray) -> np.ndarray:
     return np.abs(x - np.round(x)) <= _WHOLE_ATOL * np.maximum(1.0, np.abs(x))
 
 
+def _whole_table(v, lb, ub, a, x, rhs, tolerance: float) -> bool:
+    """Whether values ``v`` of the hidden cells are a whole-number table the intruder
+    could face: finite, whole, within ``lb``/``ub``, and the table ``x`` they belong to
+    (``v`` itself, or the published values with them) within the relations,
+    ``|a x - rhs| <= tolerance`` up to the solver's precision."""
+    v = np.asarray(v, np.float64)
+    if not (np.isfinite(v).all() and (_is_whole_each(v) & (v >= lb) & (v <= ub)).all()):
+        return False
+    allowed = tolerance + _WHOLE_ATOL * np.maximum(1.0, abs(a) @ np.abs(x))
+    return bool((np.abs(a @ x - rhs) <= allowed).all())
+
+
 def _is_whole(x: np.ndarray) -> bool:
     """Whether a solution is a table of whole numbers, up to the solver's precision."""
     return bool(_is_whole_each(x).all())
@@ -482,16 +489,10 @@ def _bound_group(
     costed = -1
     n_solves = 0
     whole = None  # the group's whole-number search, made at the first LP optimum not whole
-    if integral and known is not None:
-        # The true table is a whole-number table of the group: the first witness, once
-        # checked (a caller's values need not be one: a randomly rounded table does not
-        # add up).
-        residual = np.abs(a @ known - rhs)
-        allowed = tolerance + _WHOLE_ATOL * np.maximum(1.0, abs(a) @ np.abs(known))
-        if (_is_whole_each(known) & (known >= lb) & (known <= ub)).all() and (
-            residual <= allowed
-        ).all():
-            seen_lo, seen_hi = known.astype(float), known.astype(float)
+    # The true table is a whole-number table of the group: the first witness, once
+    # checked (a caller's values need not be one: a randomly rounded table does not add up).
+    if integral and known is not None and _whole_table(known, lb, ub, a, known, rhs, tolerance):
+        seen_lo, seen_hi = known.astype(float), known.astype(float)
     if witnesses is not None:
         seen_lo, seen_hi = witnesses[0].copy(), witnesses[1].copy()
     for j in range(n):

@@ -336,30 +336,41 @@ def noise_left_to_largest(
     ``c = 1``: ``|D - D_1|``; ``c > 1``: ``max(|D - D_1| - sum of the c - 1 largest |D_r|
     of the others, 0)`` (triangle inequality: conservative). Arguments as
     :func:`noise_left`."""
-    cell_of_row = np.asarray(cell_of_row, np.int64)
     left = np.full(n_cells, np.inf)
-    if not cell_of_row.size:
+    if not len(cell_of_row):
         return left
     total = np.asarray(total_noise, np.float64)
-    order = np.lexsort((-np.asarray(unit_value, np.float64), cell_of_row))
-    cell = cell_of_row[order]
-    own = np.asarray(unit_noise, np.float64)[order]
-    size = np.bincount(cell, minlength=n_cells)
-    start = np.concatenate(([0], np.cumsum(size)[:-1]))
-    rank = np.arange(cell.size) - start[cell]
+    cell, own, _, size, start, rank = _by_value(cell_of_row, unit_value, unit_noise, n_cells)
     several = np.flatnonzero(size > 1)
     left[several] = np.abs(total[several] - own[start[several]])
     if c > 1 and several.size:
         rest = (rank > 0) & (size[cell] > 1)
-        cell_r, own_r = cell[rest], np.abs(own[rest])
-        by_size = np.lexsort((-own_r, cell_r))
-        cell_r, own_r = cell_r[by_size], own_r[by_size]
-        n_rest = np.bincount(cell_r, minlength=n_cells)
-        first = np.concatenate(([0], np.cumsum(n_rest)[:-1]))
-        top = (np.arange(cell_r.size) - first[cell_r]) < c - 1
-        helpers = np.bincount(cell_r[top], own_r[top], minlength=n_cells)
+        helpers = _largest_sum(cell[rest], np.abs(own[rest]), c - 1, n_cells)
         left[several] = np.maximum(left[several] - helpers[several], 0.0)
     return left
+
+
+def _by_value(cell_of_row, unit_value, unit_noise, n_cells: int):
+    """The (cell, unit) rows by cell, then value descending (the first row of a cell is
+    its largest unit): (cell, noise, value, rows per cell, first row of each cell, rank
+    of each row in its cell)."""
+    cell_of_row = np.asarray(cell_of_row, np.int64)
+    order = np.lexsort((-np.asarray(unit_value, np.float64), cell_of_row))
+    cell = cell_of_row[order]
+    size = np.bincount(cell, minlength=n_cells)
+    start = np.concatenate(([0], np.cumsum(size)[:-1]))
+    own = np.asarray(unit_noise, np.float64)[order]
+    value = np.asarray(unit_value, np.float64)[order]
+    return cell, own, value, size, start, np.arange(cell.size) - start[cell]
+
+
+def _largest_sum(cell: np.ndarray, amount: np.ndarray, k: int, n_cells: int) -> np.ndarray:
+    """Per cell, the sum of the ``k`` largest ``amount`` of its rows (vectorised)."""
+    by_size = np.lexsort((-amount, cell))
+    cell, amount = cell[by_size], amount[by_size]
+    first = np.concatenate(([0], np.cumsum(np.bincount(cell, minlength=n_cells))[:-1]))
+    top = (np.arange(cell.size) - first[cell]) < k
+    return np.bincount(cell[top], amount[top], minlength=n_cells)
 
 
 def noise_left(
@@ -408,19 +419,11 @@ def noise_left(
     ndarray of float, shape (n_cells,)
         The noise left per cell (``>= 0``), vectorised over the rows (no loop over cells).
     """
-    cell_of_row = np.asarray(cell_of_row, np.int64)
     total = np.abs(np.asarray(total_noise, np.float64))
     left = total.copy()
-    if not cell_of_row.size:
+    if not len(cell_of_row):
         return left
-    # Rows by cell, then value descending: the first row of a cell is its largest unit.
-    order = np.lexsort((-np.asarray(unit_value, np.float64), cell_of_row))
-    cell = cell_of_row[order]
-    own = np.asarray(unit_noise, np.float64)[order]
-    value = np.asarray(unit_value, np.float64)[order]
-    size = np.bincount(cell, minlength=n_cells)
-    start = np.concatenate(([0], np.cumsum(size)[:-1]))
-    rank = np.arange(cell.size) - start[cell]
+    cell, own, value, size, start, rank = _by_value(cell_of_row, unit_value, unit_noise, n_cells)
     # A largest value shared by two units: either is the target, the other an intruder,
     # so the first row counts among the intruders as well.
     tied = np.zeros(n_cells, bool)
@@ -434,11 +437,6 @@ def noise_left(
     np.minimum.at(gap, cell, np.abs(np.asarray(total_noise, np.float64)[cell] - own))
     left = np.minimum(left, gap)
     if c > 1:
-        by_size = np.lexsort((-np.abs(own), cell))
-        cell_s, own_s = cell[by_size], np.abs(own[by_size])
-        n_other = np.bincount(cell_s, minlength=n_cells)
-        first = np.concatenate(([0], np.cumsum(n_other)[:-1]))
-        top = (np.arange(cell_s.size) - first[cell_s]) < c
-        largest = np.bincount(cell_s[top], own_s[top], minlength=n_cells)
+        largest = _largest_sum(cell, np.abs(own), c, n_cells)
         left = np.minimum(left, np.maximum(total - largest, 0.0))
     return left
