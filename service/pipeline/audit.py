@@ -70,6 +70,10 @@ def audit_reply(
     measures: with the contributions they reveal the rule's parameters.
     """
     iv, check = result.intervals, result.protection
+    # Under the shift for negative values the audit ran on ``Y = X + N M``; the reply is
+    # on the caller's scale (until 2026-11-27 /v1/audit's intervals were on the shifted
+    # scale: [0, 230] for a cell whose interval is [-20, 210]).
+    offset = inputs.scale_offset()
     at = {int(c): k for k, c in enumerate(iv.cells)}
     derived = set(result.derived.tolist())
     shown = np.flatnonzero(suppressed | inputs.sensitive)
@@ -87,7 +91,9 @@ def audit_reply(
             certified = bool(iv.certified[k])
             entry.update(
                 protected=bool(check.protected[k]) if inputs.sensitive[c] else None,
-                interval=[_bound(iv.lower[k]), _bound(iv.upper[k])] if certified else None,
+                interval=[_bound(iv.lower[k] - offset[c]), _bound(iv.upper[k] - offset[c])]
+                if certified
+                else None,
                 certified=certified,
             )
             if inputs.sensitive[c] and certified:
@@ -128,6 +134,7 @@ def audit_reply(
 def _unions(inputs: TableInputs, u) -> list[dict]:
     out = []
     members = u.members.tocsr()
+    offset = inputs.scale_offset()  # the caller's scale under the shift (audit_reply)
     for k in range(len(u.relation)):
         row = slice(members.indptr[k], members.indptr[k + 1])
         fired = [label for label, f in zip(inputs.rule_labels, u.fired[:, k]) if f]
@@ -136,7 +143,7 @@ def _unions(inputs: TableInputs, u) -> list[dict]:
                 "relation": inputs.space.describe_relation(int(u.relation[k])),
                 "cells": inputs.cell_keys(members.indices[row]),
                 "coefficients": members.data[row].tolist(),
-                "value": float(u.value[k]),
+                "value": float(u.value[k] - members.data[row] @ offset[members.indices[row]]),
                 "checked": bool(u.checked[k]),
                 "sensitive": bool(u.sensitive[k]),
                 "fired": fired,
@@ -148,10 +155,11 @@ def _unions(inputs: TableInputs, u) -> list[dict]:
 def _aggregations(inputs: TableInputs, agg, disclose: bool) -> dict:
     worst = agg.worst
     if worst is not None:
+        offset = inputs.scale_offset()[np.asarray(worst.cells, dtype=np.int64)]
         worst = {
             "cells": inputs.cell_keys(worst.cells),
             "coefficients": [float(v) for v in worst.coefficients],
-            "value": worst.value,
+            "value": float(worst.value - np.asarray(worst.coefficients, dtype=float) @ offset),
             "rule": inputs.rule_labels[worst.rule],
             "measure": worst.measure if disclose else None,
             "found_by": worst.found_by,

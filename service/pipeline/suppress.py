@@ -21,7 +21,6 @@ from .tables import (
     ResolvedTableRequest,
     TableInputs,
     checked_table_inputs,
-    filled_margins,
     table_problem,
 )
 
@@ -122,28 +121,16 @@ def protect(
     partial = isinstance(result, PartialResult)
     if body.publish == "intervals" and result.safe and result.audit is not None and not partial:
         result = _partial(inputs, problem, result, started, time_limit)
-    offset = _offset(inputs, resolved)
+    # The caller's scale: under the shift for negative values (seed 004 section 2.2) the
+    # table was protected and audited in Y = X + N M; N M is a constant per cell, so the
+    # interval of X is that of Y moved by it (TableInputs.offset).
+    offset = inputs.scale_offset()
     reply = _reply(inputs, result, time_limit, resolved.disclose, offset)
     if isinstance(result, PartialResult):
         _publish_narrowest(reply, result, offset)
     elif body.publish == "intervals":
         _publish_intervals(reply)
     return reply if diagnostics else _decisions_only(reply)
-
-
-def _offset(inputs: TableInputs, resolved: ResolvedTableRequest) -> np.ndarray:
-    """What each cell's value was shifted by: ``N M`` on a leaf with ``N`` contributors
-    under ``negative_values.mode = "shift"`` (seed 004 section 2.2, as
-    :func:`.tables.table_inputs` applies it), a margin the sum of its leaves'; zero
-    otherwise. The table is protected and audited in the shifted values ``Y = X + N M``;
-    the reply's values and intervals are ``Y - N M``, on the scale the caller publishes:
-    ``N M`` is a constant per cell, so the interval of ``X`` is that of ``Y`` moved by it."""
-    rules = resolved.rules
-    if rules is None or rules.negative_values.mode != "shift":
-        return np.zeros(inputs.space.n_cells)
-    shift = float(rules.negative_values.shift or 0.0)
-    leaf = inputs.space.is_leaf
-    return filled_margins(inputs.space, np.where(leaf, inputs.n_contributors * shift, np.nan))
 
 
 def _partial(

@@ -267,6 +267,13 @@ class TableInputs:
     published: np.ndarray | None = None
     # A count table: the values are whole numbers, and the intruder knows it.
     integral: bool = False
+    # What each cell was shifted by (``negative_values`` mode ``shift``: ``values`` are
+    # ``Y = X + N M``); None: not shifted. Replies subtract it (:meth:`scale_offset`).
+    offset: np.ndarray | None = None
+
+    def scale_offset(self) -> np.ndarray:
+        """``values - offset`` is the caller's scale: zeros unless shifted."""
+        return np.zeros(self.space.n_cells) if self.offset is None else self.offset
 
     def cell_keys(self, cells) -> list[list[str]]:
         return [list(self.space.key(int(c))) for c in cells]
@@ -325,9 +332,19 @@ def table_inputs(
     values = _values(space, cells, where, m, known)
     lower = _bounds(cells, where, n, "lower_bound", 0.0)
     upper = _bounds(cells, where, n, "upper_bound", np.inf)
+    offset = None
     if ruleset is not None and ruleset.negative.mode == "shift":
-        values = _shifted(space, values, m, known, ruleset.negative.bound, request_of_cell)
-        lower = np.zeros(n)
+        offset = _shift_offset(space, m, known, ruleset.negative.bound, request_of_cell)
+        values = values + offset
+        # The caller's a-priori bounds are on the published scale: an intruder who knows
+        # x >= l knows y = x + N M >= l + N M, and every y >= 0 (seed 004 section 2.2).
+        # Until 2026-11-27 the lower bounds were replaced by 0 and the upper bounds read
+        # on the shifted scale: a bound the intruder knows was ignored (a pattern called
+        # safe that the same bound makes unsafe under 'absolute'), and a value within its
+        # upper bound was refused as above it.
+        given_lower = _bounds(cells, where, n, "lower_bound", -np.inf)
+        lower = np.maximum(0.0, given_lower + offset)
+        upper = upper + offset
     negative = (values < 0) & np.isfinite(lower) & (lower >= 0)
     if negative.any():
         raise cell_error(
@@ -391,6 +408,7 @@ def table_inputs(
         np.where(known, m.count, 0.0),
         published,
         integral=counts is not None,
+        offset=offset,
     )
 
 
@@ -642,10 +660,12 @@ def _values(space, cells, where, m, known) -> np.ndarray:
     return x
 
 
-def _shifted(space, x, m, known, shift: float, request_of_cell) -> np.ndarray:
-    """The table of ``y = x + M`` per contributor (seed 004 section 2.2): leaf cells
-    ``Y = X + N M``, margins their sums. Audit and suppression run on it with lower bound
-    0, as the seed proposes, so that intervals and protection levels are on one scale."""
+def _shift_offset(space, m, known, shift: float, request_of_cell) -> np.ndarray:
+    """``Y - X`` of the table of ``y = x + M`` per contributor (seed 004 section 2.2): leaf
+    cells ``Y = X + N M``, margins their sums, so ``N M`` on a leaf and the sum of its
+    leaves' on a margin. Audit and suppression run on ``Y`` with every lower bound at
+    least 0, as the seed proposes, so that intervals and protection levels are on one
+    scale; replies move values and intervals back by it (``TableInputs.offset``)."""
     missing = np.flatnonzero(space.is_leaf & ~known)
     if missing.size:
         cell = int(request_of_cell[missing[0]])
@@ -655,7 +675,7 @@ def _shifted(space, x, m, known, shift: float, request_of_cell) -> np.ndarray:
             field="cells",
             cell=cell if cell >= 0 else None,
         )
-    return filled_margins(space, np.where(space.is_leaf, x + m.count * shift, np.nan))
+    return filled_margins(space, np.where(space.is_leaf, m.count * shift, np.nan))
 
 
 def filled_margins(space, x: np.ndarray) -> np.ndarray:

@@ -1,0 +1,117 @@
+"""Negative values by the shift (seed 004 section 2.2, ``negative_values`` mode ``shift``):
+the audit and suppression run on ``Y = X + N M``, but what the caller sends (a-priori
+bounds) and what the reply shows (intervals, aggregation values) are on the published
+scale ``X``. Found by a helper's campaign (h50): the caller's lower bounds were replaced
+by 0 on the shifted scale (a bound the intruder knows ignored: ``safe`` where the same
+table under ``absolute`` is ``unsafe``), upper bounds were read on the shifted scale (a
+value within its bound refused), and /v1/audit's intervals were on the shifted scale."""
+
+from __future__ import annotations
+
+import pytest
+
+STRUCTURE = {
+    "dimensions": [
+        {"name": "r", "leaves": ["a", "b"], "total": "T"},
+        {"name": "c", "leaves": ["1", "2"], "total": "T"},
+    ]
+}
+
+
+def cells(**bounds_of_a2):
+    """a1 a singleton of 100 (sensitive under p = 10, levels 10), a2 = 50 with a negative
+    contribution, b1 = 120, b2 = 140; every leaf hidden, the margins published."""
+    out = [
+        {"key": ["a", "1"], "contributions": [{"value": 100}], "suppressed": True},
+        {
+            "key": ["a", "2"],
+            "contributions": [{"value": 40}, {"value": 30}, {"value": -20}],
+            "suppressed": True,
+        },
+        {"key": ["b", "1"], "contributions": [{"value": 40}] * 3, "suppressed": True},
+        {
+            "key": ["b", "2"],
+            "contributions": [{"value": 50}, {"value": 50}, {"value": 40}],
+            "suppressed": True,
+        },
+    ]
+    out[1].update(bounds_of_a2)
+    return out
+
+
+def body(negative, **bounds_of_a2):
+    return {
+        "structure": STRUCTURE,
+        "cells": cells(**bounds_of_a2),
+        "rules": {"rules": [{"type": "p_percent", "p": 10}], "negative_values": negative},
+    }
+
+
+SHIFT = {"mode": "shift", "shift": 20}
+
+
+def interval(reply, key):
+    return next(c for c in reply["cells"] if c["key"] == key)["interval"]
+
+
+def test_the_audit_reports_intervals_on_the_published_scale(client):
+    # a1 + a2 = 150 with a2 >= -3 * 20: a1 <= 210; a1 >= -20 (one contributor >= -M).
+    # On the shifted scale (Y = X + N M) the same interval is [0, 230].
+    r = client.post("/v1/audit", json=body(SHIFT))
+    assert r.status_code == 200, r.text
+    reply = r.json()
+    assert reply["verdict"] == "safe"
+    assert interval(reply, ["a", "1"]) == pytest.approx([-20.0, 210.0])
+    assert interval(reply, ["a", "2"]) == pytest.approx([-60.0, 170.0])
+    assert interval(reply, ["b", "1"]) == pytest.approx([10.0, 240.0])
+
+
+def test_a_lower_bound_the_intruder_knows_is_kept_under_the_shift(client):
+    # An intruder who knows a2 >= 45 reads a1 = 150 - a2 <= 105: short of a1's upper
+    # level (100 + 10), as the same table under 'absolute' says.
+    absolute = client.post("/v1/audit", json=body({"mode": "absolute"}, lower_bound=45)).json()
+    assert absolute["verdict"] == "unsafe"
+    assert interval(absolute, ["a", "1"]) == pytest.approx([0.0, 105.0])
+    r = client.post("/v1/audit", json=body(SHIFT, lower_bound=45))
+    assert r.status_code == 200, r.text
+    reply = r.json()
+    assert reply["verdict"] == "unsafe"  # was "safe": the bound replaced by 0 on Y
+    assert interval(reply, ["a", "1"]) == pytest.approx([-20.0, 105.0])
+    assert interval(reply, ["a", "2"]) == pytest.approx([45.0, 170.0])
+    a1 = next(c for c in reply["cells"] if c["key"] == ["a", "1"])
+    assert a1["protected"] is False and a1["flags"]["upper_too_close"] is True
+
+
+def test_an_upper_bound_is_read_on_the_published_scale(client):
+    # a2 = 50 <= 51: accepted (was a 422, "the cell's value lies above its upper_bound",
+    # read against Y = 50 + 3 * 20 = 110); then a1 = 150 - a2 >= 99.
+    r = client.post("/v1/audit", json=body(SHIFT, upper_bound=51))
+    assert r.status_code == 200, r.text
+    reply = r.json()
+    assert reply["verdict"] == "unsafe"
+    assert interval(reply, ["a", "1"]) == pytest.approx([99.0, 210.0])
+    assert interval(reply, ["a", "2"]) == pytest.approx([-60.0, 51.0])
+    # A bound the value really exceeds is still refused.
+    r = client.post("/v1/audit", json=body(SHIFT, upper_bound=49))
+    assert r.status_code == 422
+    assert r.json()["detail"][0]["field"] == "upper_bound"
+
+
+def test_suppression_keeps_the_bounds_and_one_scale(client):
+    b = body(SHIFT, lower_bound=45)
+    for c in b["cells"]:
+        del c["suppressed"]
+    r = client.post("/v1/suppress", json=b)
+    assert r.status_code == 200, r.text
+    reply = r.json()
+    assert reply["safe"] is True and reply["audit"]["verdict"] == "safe"
+    shown = {tuple(c["key"]): c for c in reply["cells"]}
+    assert shown[("a", "1")]["value"] == 100.0
+    # The cells' intervals and the audit's are the same, on the published scale.
+    for c in reply["audit"]["cells"]:
+        if c["suppressed"]:
+            assert c["interval"] == pytest.approx(shown[tuple(c["key"])]["interval"])
+    lo, hi = shown[("a", "1")]["interval"]
+    assert lo <= 100.0 - 10.0 and hi >= 100.0 + 10.0
+    lo2, _ = shown[("a", "2")]["interval"]
+    assert lo2 >= 45.0  # the intruder's bound
