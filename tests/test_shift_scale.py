@@ -115,3 +115,40 @@ def test_suppression_keeps_the_bounds_and_one_scale(client):
     assert lo <= 100.0 - 10.0 and hi >= 100.0 + 10.0
     lo2, _ = shown[("a", "2")]["interval"]
     assert lo2 >= 45.0  # the intruder's bound
+
+
+def plain(body_):
+    for c in body_["cells"]:
+        del c["suppressed"]
+    return body_
+
+
+@pytest.mark.parametrize("method", ["controlled", "random"])
+def test_rounding_rounds_the_published_table(client, method):
+    # Until 2026-11-27 /v1/round rounded Y = X + N M: a1 came back as 120 (100 + 20),
+    # the table as 410 + 200 (every leaf's N M) = 610.
+    b = plain(body(SHIFT))
+    b["cells"][0]["contributions"] = [{"value": 101}]
+    extra = {"seed": 7} if method == "random" else {}
+    r = client.post("/v1/round", json={**b, "base": 5, "method": method, **extra})
+    assert r.status_code == 200, r.text
+    cells = {tuple(c["key"]): c for c in r.json()["cells"]}
+    assert cells[("a", "1")]["original"] == 101.0
+    assert cells[("T", "T")]["original"] == 411.0
+    assert cells[("a", "1")]["rounded"] in (100.0, 105.0)
+    for c in cells.values():
+        assert c["rounded"] % 5 == 0
+        assert abs(c["rounded"] - c["original"]) < 5
+
+
+def test_adjustment_adjusts_the_published_table(client):
+    r = client.post("/v1/adjust", json=plain(body(SHIFT)))
+    assert r.status_code == 200, r.text
+    cells = {tuple(c["key"]): c for c in r.json()["cells"]}
+    assert cells[("a", "1")]["value"] == 100.0  # was 120: Y = 100 + 20
+    assert cells[("a", "2")]["value"] == 50.0  # was 110
+    assert cells[("T", "T")]["value"] == 410.0  # was 610
+    for c in cells.values():
+        assert c["adjusted"] == pytest.approx(c["value"] + c["deviation"])
+    assert cells[("a", "1")]["protected"] is True
+    assert abs(cells[("a", "1")]["deviation"]) >= 12.0 - 1e-6  # the level on Y, unchanged

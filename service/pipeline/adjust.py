@@ -18,6 +18,7 @@ from .tables import (
     cell_error,
     checked_table_inputs,
     computed_margin,
+    on_published_scale,
     resolve_table_request,
     table_problem,
 )
@@ -43,7 +44,7 @@ def adjust_table(body: AdjustRequest, resolved: ResolvedTableRequest, diagnostic
     """The reply (an :class:`~schemas.adjust.AdjustReply`). Without ``diagnostics`` (the
     filter role) each cell's adjusted value only: its original value, its deviation
     (which gives the original away) and which cells were sensitive are left out."""
-    inputs = checked_table_inputs(body, resolved)
+    inputs = on_published_scale(checked_table_inputs(body, resolved))
     _check_solver_range(inputs)
     n = inputs.space.n_cells
     fixed, max_change = np.zeros(n, bool), np.full(n, np.nan)

@@ -27,6 +27,7 @@ from .tables import (
     TableInputs,
     cell_error,
     checked_table_inputs,
+    on_published_scale,
     table_problem,
 )
 
@@ -69,7 +70,7 @@ def round_table(
     time). Without ``diagnostics`` (the filter role) the rounded values only: original
     values, deviations and the intruder's intervals would give the true values away.
     """
-    inputs = checked_table_inputs(body, resolved)
+    inputs = on_published_scale(checked_table_inputs(body, resolved))
     too_large = np.abs(inputs.values) >= EXACT_MAGNITUDE
     if too_large.any():
         # Values of 1e19 were refused as "no controlled rounding to this base exists".

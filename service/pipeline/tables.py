@@ -712,6 +712,25 @@ def checked_table_inputs(body, resolved: ResolvedTableRequest) -> TableInputs:
     return inputs
 
 
+def on_published_scale(inputs: TableInputs) -> TableInputs:
+    """``inputs`` moved back from ``Y = X + N M`` (the shift for negative values, seed 004
+    section 2.2) to the scale the caller publishes, with the a-priori bounds ``y >= 0``
+    as ``x >= -N M``; the protection levels are the same on both scales (``N M`` is a
+    constant per cell). For the methods whose output is the publication itself (rounding
+    and adjustment): a table rounded or adjusted on the shifted scale is not the
+    caller's table (until 2026-11-27 /v1/round and /v1/adjust returned ``Y``'s values)."""
+    if inputs.offset is None:
+        return inputs
+    off = inputs.offset
+    return dataclasses.replace(
+        inputs,
+        values=inputs.values - off,
+        lower_bounds=inputs.lower_bounds - off,
+        upper_bounds=inputs.upper_bounds - off,
+        offset=None,
+    )
+
+
 def check_additivity(inputs: TableInputs, tolerance: float) -> None:
     """Sent margins that do not add up are an error naming a broken relation and a sent
     cell of it: preferably a relation whose margin was sent (a wrong margin breaks its own
