@@ -200,8 +200,13 @@ def judge(lam: sp.csr_matrix, values, source: UnionSource) -> Verdict:
     pattern.data[:] = 1.0
     checked = (pattern @ known.astype(float)) == member_count
     raw = source.raw_cells[used]
-    from_raw = checked & ((pattern @ raw.astype(float)) == member_count)
-    from_summary = checked & ~from_raw
+    # An aggregation without members (its coefficients cancel on the atoms: a margin less
+    # its parts) has no respondent and is not sensitive. It was read as made of raw
+    # contributions (0 of 0 members), and a count table, which has none, failed on it:
+    # a 500 on /v1/suppress with method exact (a helper's campaign, h50).
+    members = member_count > 0
+    from_raw = checked & members & ((pattern @ raw.astype(float)) == member_count)
+    from_summary = checked & members & ~from_raw
     ruleset = source.ruleset
     rules = dataclasses.replace(
         ruleset, empty_cells="safe", zero_cells="safe" if ruleset.zero_cells == "safe" else "rules"
