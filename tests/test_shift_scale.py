@@ -152,3 +152,27 @@ def test_adjustment_adjusts_the_published_table(client):
         assert c["adjusted"] == pytest.approx(c["value"] + c["deviation"])
     assert cells[("a", "1")]["protected"] is True
     assert abs(cells[("a", "1")]["deviation"]) >= 12.0 - 1e-6  # the level on Y, unchanged
+
+
+def test_the_noisy_table_is_the_published_one(make_client):
+    """/v1/noise under the shift: the rules run on y, the noise is published on x (until
+    2026-11-27 the reply's noisy values were y's, N M = 20 per contributor above x's)."""
+    client = make_client(noise_secret=b"a campaign's secret, 32 bytes or more")
+    b = plain(body(SHIFT))
+    for i, c in enumerate(b["cells"]):
+        c["respondents"] = [f"e{i}-{k}" for k in range(len(c["contributions"]))]
+    b["noise"] = {"d": 0.1, "jitter": 0.02}
+    r = client.post("/v1/noise", json=b)
+    assert r.status_code == 200, r.text
+    cells = {tuple(c["key"]): c for c in r.json()["cells"]}
+    true = {("a", "1"): 100.0, ("a", "2"): 50.0, ("b", "1"): 120.0, ("b", "2"): 140.0}
+    true |= {("T", "T"): 410.0, ("a", "T"): 150.0, ("T", "1"): 220.0}
+    # Noise of d = 10% (+-2%) on each contribution moves a cell by at most 12% of the
+    # absolute sum of its contributions (a2: 40 + 30 + 20); y is 20 per contributor above x.
+    absolute = {("a", "1"): 100, ("a", "2"): 90, ("b", "1"): 120, ("b", "2"): 140}
+    absolute |= {("T", "T"): 450, ("a", "T"): 190, ("T", "1"): 220}
+    for key, x in true.items():
+        c = cells[key]
+        assert c["value"] is not None, c
+        assert c["value"] == pytest.approx(x * (1 + c["relative_change"]))
+        assert abs(c["value"] - x) <= 0.12 * absolute[key] + 1e-9

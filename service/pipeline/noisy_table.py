@@ -28,6 +28,7 @@ from .tables import (
     check_additivity,
     check_table_size,
     filled_margins,
+    on_published_scale,
     table_inputs,
 )
 
@@ -112,6 +113,10 @@ def noisy_table(
         max_entries=LEAF_MAP_FACTOR * settings.max_cells,
     )
     check_additivity(inputs, body.structure.tolerance)
+    # The noisy table is the published one: under the shift for negative values the
+    # rules ran on y = x + M, but the values noised are x's (until 2026-11-27 the reply
+    # published y's, N M above every cell).
+    inputs = on_published_scale(inputs)
     space = inputs.space
     leaves = np.flatnonzero(space.is_leaf)
     sent = inputs.request_of_cell[leaves]
