@@ -115,6 +115,11 @@ def test_suppression_keeps_the_bounds_and_one_scale(client):
     assert lo <= 100.0 - 10.0 and hi >= 100.0 + 10.0
     lo2, _ = shown[("a", "2")]["interval"]
     assert lo2 >= 45.0  # the intruder's bound
+    # The information loss is in the caller's values too (it was y's: N M more per cell).
+    hidden = [c for c in reply["cells"] if c["status"] != "published"]
+    assert reply["loss"]["value"] == pytest.approx(sum(abs(c["value"]) for c in hidden))
+    everything = sum(abs(c["value"]) for c in reply["cells"])
+    assert reply["loss"]["value_share"] == pytest.approx(reply["loss"]["value"] / everything)
 
 
 def plain(body_):

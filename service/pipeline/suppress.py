@@ -247,8 +247,9 @@ def _reply(
     }
     if not safe or r.audit is None:  # safe implies an audit (SuppressionResult.safe)
         return {"safe": False, "cells": cells, "loss": None, "solver": solver, "audit": None}
-    total = float(np.abs(inputs.values).sum())
-    value = float(np.abs(inputs.values[r.suppressed]).sum())
+    published_scale = inputs.values - offset  # the caller's values (shift: y - N M)
+    total = float(np.abs(published_scale).sum())
+    value = float(np.abs(published_scale[r.suppressed]).sum())
     return {
         "safe": True,
         "cells": cells,
