@@ -32,6 +32,9 @@ PROGRESS_SECONDS = 10.0
 #: A swap of the clean-up is kept only when the cells added cost at least this share
 #: less than the cell dropped: ties would let the pass trade cells back and forth.
 SWAP_GAIN_RTOL = 1e-6
+#: With aggregation rounds after the clean-up, the share of its candidates, dearest
+#: first, that it swaps (:func:`_passes`).
+SWAP_SHARE = 0.25
 
 
 class _Ticker:
@@ -146,13 +149,16 @@ def remove_superfluous(
     only the requirements whose witness uses the cell are solved again, first by a local
     attack (:meth:`Cheapest.support` within the pattern), then on the whole table.
 
-    The swap pass (a local search of the greedy's pattern, in the spirit of Fischetti and
+    A swap (a local search of the greedy's pattern, in the spirit of Fischetti and
     Salazar's heuristic clean-up) re-solves each requirement the cell's removal breaks by
     the cheapest complementary set (:meth:`Cheapest.support`, suppressed cells nearly
     free), and keeps the exchange when the cells added cost less than the cell dropped:
     every requirement then has a witness again and the cost falls strictly, so the pass
-    ends. Only what the plain pass left is tried, so the plain pass's removals come
-    first when time is short; and only without aggregations to protect next.
+    ends. Which passes run (:func:`_passes`): under intervals alone a pass of removals,
+    then one of swaps over what it left, so the removals come first when time is short;
+    with aggregation rounds after it, on tables whose complements are solved on boxes
+    (hierarchical tables), one pass that swaps its dearest candidates where a removal
+    alone fails; otherwise, and in the trim (``accept``), removals only.
 
     ``witness`` is updated in place: on return it holds a witness of every requirement
     within the pattern returned. ``accept(trial, j)``, if given, must also hold for the
@@ -171,14 +177,13 @@ def remove_superfluous(
     candidates = np.flatnonzero(y & tried_cells)
     log.info("%s: start, %d candidate cells", phase, len(candidates))
     cheapest.reset()
-    # Swaps only where no aggregation rounds follow: those add back what the swaps save
-    # (60x60 and 100x100 hier, 10x10x5: 0-0.2% less value for 27-53% more time), while
-    # under intervals alone the swaps keep 1.0-2.5% of the value (docs/performance-journal.md).
-    for swap in (False, True) if p.table.unions is None else (False,):
-        if swap:
+    for n_pass, swap_share in enumerate(_passes(p, cheapest, accept)):
+        if n_pass:
             candidates = np.flatnonzero(y & tried_cells)
             log.info("%s: swaps, %d candidate cells", phase, len(candidates))
-        for j in candidates[np.argsort(-p.cost[candidates], kind="stable")].tolist():
+        swaps_until = swap_share * len(candidates)
+        for rank, j in enumerate(candidates[np.argsort(-p.cost[candidates], kind="stable")]):
+            j, swap = int(j), rank < swaps_until
             if highs.now() > deadline:
                 break  # what is left is safe, only not as lean
             if ticker.due():
@@ -189,11 +194,11 @@ def remove_superfluous(
             renewed = _renew(p, att, cheapest, trial, j, users, levels, deadline, swap)
             if renewed is None or (accept is not None and not accept(trial, j)):
                 continue
-            y = trial
-            if swap:
+            if (trial & ~y).any():
                 swapped += 1
             else:
                 removed += 1
+            y = trial
             for k, support in renewed.items():
                 for c in np.asarray(witness[k]).tolist():
                     users[c].discard(k)
@@ -210,6 +215,27 @@ def remove_superfluous(
     )
     att.set_pattern(y)
     return y
+
+
+def _passes(p: SearchProblem, cheapest: Cheapest, accept: Callable | None) -> tuple[float, ...]:
+    """The passes of :func:`remove_superfluous`: for each, the share of its candidates,
+    dearest first, that may be swapped when a removal alone fails.
+
+    Under intervals alone the swaps keep 1.0-2.5% of the value (docs/performance-journal.md),
+    after a pass of plain removals: ``(0, 1)``. With aggregation rounds after the clean-up
+    a second pass of swaps gained 0-0.2% of the value for 27-53% more time (60x60 and
+    100x100 hier, 10x10x5), as the rounds added back what the swaps saved; with the trim
+    after the rounds, one pass that swaps the dearest quarter of the candidates
+    (:data:`SWAP_SHARE`) keeps less value on the 2-D hierarchical presets for 6-13% more
+    solver work (docs/performance-journal.md, "Fifteenth stop"). Not on tables without
+    boxes (flat 3-D and 4-D: each complement an LP over the whole table), where swaps were
+    mixed (10x10x5 2.30 -> 2.39% of the value for twice the work, 8x6x5x4 2.38 -> 2.36%).
+    The trim (``accept``) never swaps: its check covers the dropped cell's group alone."""
+    if accept is not None:
+        return (0.0,)
+    if p.table.unions is None:
+        return (0.0, 1.0)
+    return (SWAP_SHARE,) if cheapest.boxes is not None else (0.0,)
 
 
 def _renew(
@@ -229,7 +255,14 @@ def _renew(
     renewed: dict = {}
     attacker_set = False
     added = 0.0
-    if not swap and users.get(j) and _leaves_alone(p, cheapest.a_csc, trial, j):
+    # A swap must hide another cell of each relation left publishing a sensitive cell, j
+    # excepted (j back would cost all it saves): the dearest of their cheapest cells bounds
+    # what it adds.
+    if (
+        users.get(j)
+        and (alone := _leaves_alone(p, cheapest.a_csc, trial, j))
+        and (not swap or _least_addition(p, trial, j, alone) >= p.cost[j] * (1 - SWAP_GAIN_RTOL))
+    ):
         return None
     for k in sorted(users.get(j, ())):
         i, sense, level = levels[k]
@@ -271,21 +304,34 @@ def _renew(
     return renewed
 
 
-def _leaves_alone(p: SearchProblem, a_csc, trial: np.ndarray, j: int) -> bool:
-    """Whether ``trial`` (``j`` just dropped) leaves a sensitive cell the only hidden cell
-    of a relation through ``j``: that relation then publishes it exactly, so none of its
-    requirements can be met (the search's relations are exact) and the removal is refused
+def _leaves_alone(p: SearchProblem, a_csc, trial: np.ndarray, j: int) -> list[int]:
+    """The relations through ``j`` in which ``trial`` (``j`` just dropped) leaves a
+    sensitive cell the only hidden cell: each then publishes it exactly, so none of its
+    requirements can be met (the search's relations are exact) and a removal is refused
     without an LP. Fischetti and Salazar's simplest bridgeless inequality, which exact's
     master also carries (seed 000, Secondary tabular data protection methods). On 100x100
     hier (seed 2) 1,089 of the 1,311 removals the clean-up and the trim refuse, each of
     which cost an attack LP."""
     rows = a_csc.indices[a_csc.indptr[j] : a_csc.indptr[j + 1]]
+    alone = []
     for r in rows.tolist():
         cells = p.a.indices[p.a.indptr[r] : p.a.indptr[r + 1]]
         hidden = cells[trial[cells]]
         if len(hidden) == 1 and p.sensitive[hidden[0]]:
-            return True
-    return False
+            alone.append(r)
+    return alone
+
+
+def _least_addition(p: SearchProblem, trial: np.ndarray, j: int, rows: list[int]) -> float:
+    """A lower bound on the cost a swap of ``j`` adds: every relation in ``rows`` needs
+    one more hidden cell other than ``j`` (:func:`_leaves_alone`), so it adds at least the
+    cheapest such cell of the dearest relation; ``inf`` where a relation has none."""
+    least = 0.0
+    for r in rows:
+        cells = p.a.indices[p.a.indptr[r] : p.a.indptr[r + 1]]
+        open_ = cells[~trial[cells] & (cells != j)]
+        least = max(least, float(p.cost[open_].min()) if open_.size else np.inf)
+    return least
 
 
 def check_pattern(
