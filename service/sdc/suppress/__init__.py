@@ -29,8 +29,9 @@ Methods
     priced ``c_j / level`` (0 for cells already suppressed). The support is suppressed; the
     deviation stays feasible for the final pattern, so the cell stays protected. Then
     suppressions that turned out superfluous are removed, most expensive first, as long as
-    every sensitive cell stays protected (time permitting); without contributions (no
-    aggregations to protect after it) a cell is also swapped for cheaper complements
+    every sensitive cell stays protected (time permitting); a cell is also swapped for
+    cheaper complements: without contributions (no aggregations to protect after it) in a
+    second pass, with them on hierarchical tables the dearest quarter of the candidates
     (:func:`.fast.remove_superfluous`).
 ``exact``
     The mixed-integer model of Fischetti and Salazar: ``min c y`` with ``y = 1`` on
