@@ -334,7 +334,9 @@ def table_inputs(
     upper = _bounds(cells, where, n, "upper_bound", np.inf)
     offset = None
     if ruleset is not None and ruleset.negative.mode == "shift":
-        offset = _shift_offset(space, m, known, ruleset.negative.bound, request_of_cell)
+        offset = _shift_offset(
+            space, m, known, contributions, ruleset.negative.bound, request_of_cell
+        )
         values = values + offset
         # The caller's a-priori bounds are on the published scale: an intruder who knows
         # x >= l knows y = x + N M >= l + N M, and every y >= 0 (seed 004 section 2.2).
@@ -660,12 +662,20 @@ def _values(space, cells, where, m, known) -> np.ndarray:
     return x
 
 
-def _shift_offset(space, m, known, shift: float, request_of_cell) -> np.ndarray:
-    """``Y - X`` of the table of ``y = x + M`` per contributor (seed 004 section 2.2): leaf
-    cells ``Y = X + N M``, margins their sums, so ``N M`` on a leaf and the sum of its
-    leaves' on a margin. Audit and suppression run on ``Y`` with every lower bound at
-    least 0, as the seed proposes, so that intervals and protection levels are on one
-    scale; replies move values and intervals back by it (``TableInputs.offset``)."""
+def _shift_offset(space, m, known, contributions, shift: float, request_of_cell) -> np.ndarray:
+    """``Y - X`` of the table of ``y = x + M`` per observation (seed 004 section 2.2): leaf
+    cells ``Y = X + n M`` with ``n`` the cell's observations, margins their sums. Audit and
+    suppression run on ``Y`` with every lower bound at least 0, as the seed proposes, so
+    that intervals and protection levels are on one scale; replies move values and
+    intervals back by it (``TableInputs.offset``).
+
+    ``n`` counts what the rules shift: each contribution (a holding's contributions are
+    shifted one by one and then summed, seed 000 Holdings; the sum of the weights under
+    sampling weights), a summary's ``count``. Until 2026-11-27 it was the number of
+    holdings, so a holding of ``k`` contributions was ``k M`` above its ``x`` for the rules
+    and ``M`` in the table: an a-priori bound ``x >= -N M`` the intruder does not have
+    (two contributions of -60 in one holding with ``M = 100`` refused as a negative cell
+    without bounds)."""
     missing = np.flatnonzero(space.is_leaf & ~known)
     if missing.size:
         cell = int(request_of_cell[missing[0]])
@@ -675,7 +685,13 @@ def _shift_offset(space, m, known, shift: float, request_of_cell) -> np.ndarray:
             field="cells",
             cell=cell if cell >= 0 else None,
         )
-    return filled_margins(space, np.where(space.is_leaf, m.count * shift, np.nan))
+    n = m.count.copy()
+    if contributions is not None:
+        rows = np.bincount(contributions.cell, minlength=space.n_cells).astype(bool)
+        n[rows] = np.bincount(
+            contributions.cell, weights=contributions.weight, minlength=space.n_cells
+        )[rows]
+    return filled_margins(space, np.where(space.is_leaf, n * shift, np.nan))
 
 
 def filled_margins(space, x: np.ndarray) -> np.ndarray:
