@@ -330,6 +330,8 @@ def table_inputs(
     if contributions is not None:
         contributions = contributions.in_cell_order()
     values = _values(space, cells, where, m, known)
+    if ruleset is not None:
+        _check_value_of_source(space, cells, where, contributions, ruleset, request_of_cell)
     lower = _bounds(cells, where, n, "lower_bound", 0.0)
     upper = _bounds(cells, where, n, "upper_bound", np.inf)
     offset = None
@@ -660,6 +662,70 @@ def _values(space, cells, where, m, known) -> np.ndarray:
     if not given.all():
         x = np.where(given, x, filled_margins(space, x))
     return x
+
+
+#: Relative slack of :func:`_check_value_of_source` (rounding of the sums, not of data).
+_SOURCE_RTOL = 1e-9
+
+
+def _check_value_of_source(space, cells, where, contributions, ruleset, request_of_cell):
+    """A cell sent with a ``value`` and its contributions or summary: the value is their
+    sum (the summary's total), else a 422 naming the cell. The table is audited on the
+    value and the rules read the contributions; until 2026-11-27 they could disagree
+    unnoticed, and a cell published as 950 was judged on a summary of 1000 (largest 900,
+    50: the p% level 40 where its own value gives 90), so a pattern that leaves it 40 was
+    called safe. Under ``absolute`` and ``relaxed`` a summary gives absolute contributions
+    (seed 002 section 5): the value's magnitude is at most their total, and a cell sent
+    with a summary needs its value (until 2026-11-27 it took the total, a sum of
+    magnitudes: a cell of +100 and -80 was audited as 180, a pattern called safe that
+    leaves its value 20 less than its level 30 from the bound 0)."""
+    n = space.n_cells
+    absolute = ruleset.negative.uses_absolute_values
+    sent = np.zeros(n, bool)
+    value = np.zeros(n)
+    source = np.zeros(n)  # the sum the value must equal
+    scale = np.zeros(n)  # the sum of magnitudes, for the rounding slack
+    summary = np.zeros(n, bool)
+    for i, c in enumerate(cells):
+        if absolute and c.value is None and c.summary is not None:
+            raise RequestInputError(
+                f"the cell's value is needed: under negative_values "
+                f"'{ruleset.negative.mode}' a summary's total is the sum of absolute "
+                "contributions, not the cell's value",
+                field="value",
+                cell=i,
+            )
+        if c.value is None or (c.contributions is None and c.summary is None):
+            continue
+        j = where[i]
+        sent[j] = True
+        value[j] = c.value
+        if c.summary is not None:
+            summary[j] = True
+            source[j] = c.summary.total
+            scale[j] = abs(c.summary.total)
+    if not sent.any():
+        return
+    if contributions is not None:
+        weighted = np.asarray(contributions.value, dtype=np.float64)
+        if contributions.weight is not None:
+            weighted = weighted * contributions.weight
+        raw = sent & ~summary
+        source[raw] = np.bincount(contributions.cell, weights=weighted, minlength=n)[raw]
+        scale[raw] = np.bincount(contributions.cell, weights=np.abs(weighted), minlength=n)[raw]
+    slack = _SOURCE_RTOL * np.maximum(1.0, np.maximum(scale, np.abs(value)))
+    off = np.where(summary & absolute, np.abs(value) - source, np.abs(value - source)) > slack
+    bad = sent & off
+    if not bad.any():
+        return
+    first = int(request_of_cell[bad].min())  # every such cell was sent
+    if not summary[where[first]]:
+        why = "is not the sum of its contributions"
+    elif absolute:
+        why = "exceeds its summary's total of absolute contributions"
+    else:
+        why = "is not its summary's total"
+    raise RequestInputError(f"the cell's value {why}", field="value", cell=first)
 
 
 def _shift_offset(space, m, known, contributions, shift: float, request_of_cell) -> np.ndarray:
