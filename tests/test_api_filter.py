@@ -485,3 +485,20 @@ def test_a_holding_and_a_respondent_of_the_same_id_are_two_units(make_client):
         assert [(c["publish"], c["reasons"]) for c in got["cells"]] == [
             (False, ["p_percent_noise"])
         ], holding
+
+
+@pytest.mark.parametrize("negative", [None, {"mode": "absolute"}, {"mode": "shift", "shift": 500}])
+def test_noise_refuses_negative_contributions_with_advice_that_applies(client, negative):
+    """The noise approach reads contributions as they are (its p%-rule criterion is
+    meaningless for negative values, seed 000); the policy's negative_values is the refuse
+    approach's. Until 2026-11-27 the refusal advised choosing a negative_values mode,
+    which the noise approach ignores (the same 422 with one)."""
+    b = body(NOISE)
+    if negative is not None:
+        b["policy"]["rules"] = {**P_RULES, "negative_values": negative}
+    b["cells"][1]["contributions"][2]["value"] = -100
+    detail = _error(client, b)
+    assert detail["cell"] == 1 and detail["key"] == ["Retail", "Adams"]
+    assert detail["field"].startswith("contributions")
+    assert "noise approach" in detail["message"]
+    assert "choose negative_values" not in detail["message"]

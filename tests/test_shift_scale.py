@@ -181,3 +181,24 @@ def test_the_noisy_table_is_the_published_one(make_client):
         assert c["value"] is not None, c
         assert c["value"] == pytest.approx(x * (1 + c["relative_change"]))
         assert abs(c["value"] - x) <= 0.12 * absolute[key] + 1e-9
+
+
+def test_a_holding_is_shifted_per_contribution_in_the_table_too(client):
+    """A holding of k contributions is k M above its x for the rules (each contribution
+    y = x + M, then summed, seed 000 Holdings) and, since 2026-11-27, in the table: the
+    table used N M with N the holdings, a bound x >= -N M the intruder does not have, so
+    two contributions of -60 of one holding (each >= -M = -100, the cell -120) were
+    refused as a negative cell without bounds."""
+    b = body({"mode": "shift", "shift": 100})
+    b["cells"][0]["contributions"] = [
+        {"value": -60, "holding": "H"},
+        {"value": -60, "holding": "H"},
+    ]
+    r = client.post("/v1/audit", json=b)
+    assert r.status_code == 200, r.text
+    reply = r.json()
+    # a1 >= -2 M (two observations); a1 = -70 - a2 <= -70 + 3 M (a2 = 50, three).
+    assert interval(reply, ["a", "1"]) == pytest.approx([-200.0, 230.0])
+    a1 = next(c for c in reply["cells"] if c["key"] == ["a", "1"])
+    # One holding, y1 = -120 + 2 M = 80: the p% level p/100 y1 = 8 on either scale.
+    assert a1["sensitive"] is True and a1["upper_protection"] == pytest.approx(8.0)

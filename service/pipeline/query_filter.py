@@ -18,6 +18,7 @@ from schemas.rules import RuleSet
 from service.config import Settings
 from service.sdc import frequency, magnitudes, noise, primary
 from service.sdc import query_filter as qf
+from service.sdc.errors import InputError
 
 from .cells import (
     ContributionRows,
@@ -275,6 +276,18 @@ def _noise_screen(
         coalition,
     )
     with core_errors(numbers=others, cells=cells):
+        negative = np.asarray(c.value) < 0
+        if negative.any():
+            # The policy's negative_values is for the rules of the refuse approach; the
+            # noise criteria read x1, x2 and X as they are. Until 2026-11-27 this was the
+            # rules' refusal, which advises a negative_values mode the noise ignores.
+            raise InputError(
+                "negative contribution: the noise approach's p%-rule criterion is "
+                "meaningless for negative values (seed 000) and takes no negative_values "
+                "mode; use the refuse approach with one",
+                field="contributions.value",
+                cell=int(c.cell[int(np.flatnonzero(negative)[0])]),
+            )
         m = magnitudes.from_contributions(
             len(others),
             c.cell,

@@ -330,11 +330,15 @@ def table_inputs(
     if contributions is not None:
         contributions = contributions.in_cell_order()
     values = _values(space, cells, where, m, known)
+    if ruleset is not None:
+        _check_value_of_source(space, cells, where, contributions, ruleset, request_of_cell)
     lower = _bounds(cells, where, n, "lower_bound", 0.0)
     upper = _bounds(cells, where, n, "upper_bound", np.inf)
     offset = None
     if ruleset is not None and ruleset.negative.mode == "shift":
-        offset = _shift_offset(space, m, known, ruleset.negative.bound, request_of_cell)
+        offset = _shift_offset(
+            space, m, known, contributions, ruleset.negative.bound, request_of_cell
+        )
         values = values + offset
         # The caller's a-priori bounds are on the published scale: an intruder who knows
         # x >= l knows y = x + N M >= l + N M, and every y >= 0 (seed 004 section 2.2).
@@ -660,12 +664,84 @@ def _values(space, cells, where, m, known) -> np.ndarray:
     return x
 
 
-def _shift_offset(space, m, known, shift: float, request_of_cell) -> np.ndarray:
-    """``Y - X`` of the table of ``y = x + M`` per contributor (seed 004 section 2.2): leaf
-    cells ``Y = X + N M``, margins their sums, so ``N M`` on a leaf and the sum of its
-    leaves' on a margin. Audit and suppression run on ``Y`` with every lower bound at
-    least 0, as the seed proposes, so that intervals and protection levels are on one
-    scale; replies move values and intervals back by it (``TableInputs.offset``)."""
+#: Relative slack of :func:`_check_value_of_source` (rounding of the sums, not of data).
+_SOURCE_RTOL = 1e-9
+
+
+def _check_value_of_source(space, cells, where, contributions, ruleset, request_of_cell):
+    """A cell sent with a ``value`` and its contributions or summary: the value is their
+    sum (the summary's total), else a 422 naming the cell. The table is audited on the
+    value and the rules read the contributions; until 2026-11-27 they could disagree
+    unnoticed, and a cell published as 950 was judged on a summary of 1000 (largest 900,
+    50: the p% level 40 where its own value gives 90), so a pattern that leaves it 40 was
+    called safe. Under ``absolute`` and ``relaxed`` a summary gives absolute contributions
+    (seed 002 section 5): the value's magnitude is at most their total, and a cell sent
+    with a summary needs its value (until 2026-11-27 it took the total, a sum of
+    magnitudes: a cell of +100 and -80 was audited as 180, a pattern called safe that
+    leaves its value 20 less than its level 30 from the bound 0)."""
+    n = space.n_cells
+    absolute = ruleset.negative.uses_absolute_values
+    sent = np.zeros(n, bool)
+    value = np.zeros(n)
+    source = np.zeros(n)  # the sum the value must equal
+    scale = np.zeros(n)  # the sum of magnitudes, for the rounding slack
+    summary = np.zeros(n, bool)
+    for i, c in enumerate(cells):
+        if absolute and c.value is None and c.summary is not None:
+            raise RequestInputError(
+                f"the cell's value is needed: under negative_values "
+                f"'{ruleset.negative.mode}' a summary's total is the sum of absolute "
+                "contributions, not the cell's value",
+                field="value",
+                cell=i,
+            )
+        if c.value is None or (c.contributions is None and c.summary is None):
+            continue
+        j = where[i]
+        sent[j] = True
+        value[j] = c.value
+        if c.summary is not None:
+            summary[j] = True
+            source[j] = c.summary.total
+            scale[j] = abs(c.summary.total)
+    if not sent.any():
+        return
+    if contributions is not None:
+        weighted = np.asarray(contributions.value, dtype=np.float64)
+        if contributions.weight is not None:
+            weighted = weighted * contributions.weight
+        raw = sent & ~summary
+        source[raw] = np.bincount(contributions.cell, weights=weighted, minlength=n)[raw]
+        scale[raw] = np.bincount(contributions.cell, weights=np.abs(weighted), minlength=n)[raw]
+    slack = _SOURCE_RTOL * np.maximum(1.0, np.maximum(scale, np.abs(value)))
+    off = np.where(summary & absolute, np.abs(value) - source, np.abs(value - source)) > slack
+    bad = sent & off
+    if not bad.any():
+        return
+    first = int(request_of_cell[bad].min())  # every such cell was sent
+    if not summary[where[first]]:
+        why = "is not the sum of its contributions"
+    elif absolute:
+        why = "exceeds its summary's total of absolute contributions"
+    else:
+        why = "is not its summary's total"
+    raise RequestInputError(f"the cell's value {why}", field="value", cell=first)
+
+
+def _shift_offset(space, m, known, contributions, shift: float, request_of_cell) -> np.ndarray:
+    """``Y - X`` of the table of ``y = x + M`` per observation (seed 004 section 2.2): leaf
+    cells ``Y = X + n M`` with ``n`` the cell's observations, margins their sums. Audit and
+    suppression run on ``Y`` with every lower bound at least 0, as the seed proposes, so
+    that intervals and protection levels are on one scale; replies move values and
+    intervals back by it (``TableInputs.offset``).
+
+    ``n`` counts what the rules shift: each contribution (a holding's contributions are
+    shifted one by one and then summed, seed 000 Holdings; the sum of the weights under
+    sampling weights), a summary's ``count``. Until 2026-11-27 it was the number of
+    holdings, so a holding of ``k`` contributions was ``k M`` above its ``x`` for the rules
+    and ``M`` in the table: an a-priori bound ``x >= -N M`` the intruder does not have
+    (two contributions of -60 in one holding with ``M = 100`` refused as a negative cell
+    without bounds)."""
     missing = np.flatnonzero(space.is_leaf & ~known)
     if missing.size:
         cell = int(request_of_cell[missing[0]])
@@ -675,7 +751,13 @@ def _shift_offset(space, m, known, shift: float, request_of_cell) -> np.ndarray:
             field="cells",
             cell=cell if cell >= 0 else None,
         )
-    return filled_margins(space, np.where(space.is_leaf, m.count * shift, np.nan))
+    n = m.count.copy()
+    if contributions is not None:
+        rows = np.bincount(contributions.cell, minlength=space.n_cells).astype(bool)
+        n[rows] = np.bincount(
+            contributions.cell, weights=contributions.weight, minlength=space.n_cells
+        )[rows]
+    return filled_margins(space, np.where(space.is_leaf, n * shift, np.nan))
 
 
 def filled_margins(space, x: np.ndarray) -> np.ndarray:
