@@ -576,3 +576,48 @@ def test_suppression_forcing_linked_cells_with_common_parts_is_not_called_safe(c
     solver = out["solver"]
     assert solver["status"] == "no_safe_pattern" and solver["verdict"] == "uncertified"
     assert "overlap in parts" in solver["message"]
+
+
+def test_levels_beyond_the_a_priori_range_are_judged_capped_by_suppress_and_audit(client):
+    """Under the (1, 40) dominance rule a singleton of 100 has the level 150 (seed 000,
+    table "Upper protection levels"), on its lower side too by symmetry, while its bound 0
+    lies 100 below: no interval goes further, so the lower level is capped at 100
+    (service.sdc.problem.reachable_levels), as the suppression's search always capped it.
+    /v1/audit called unsafe the pattern /v1/suppress returned as safe (a helper's
+    campaign, 2026-11-27); both now judge it safe and show the capped level."""
+    structure = {
+        "dimensions": [
+            {"name": "r", "leaves": ["a", "b"], "total": "T"},
+            {"name": "c", "leaves": ["1", "2"], "total": "T"},
+        ]
+    }
+    cells = [
+        {"key": ["a", "1"], "contributions": [{"value": 100}]},
+        {"key": ["a", "2"], "contributions": [{"value": 40}, {"value": 30}, {"value": 35}]},
+        {"key": ["b", "1"], "contributions": [{"value": 40}] * 3},
+        {"key": ["b", "2"], "contributions": [{"value": 50}] * 3},
+    ]
+    body = {
+        "structure": structure,
+        "cells": cells,
+        "rules": {"rules": [{"type": "dominance", "n": 1, "k": 40}]},
+    }
+    r = client.post("/v1/suppress", json=body)
+    assert r.status_code == 200, r.text
+    reply = r.json()
+    assert reply["safe"]
+    hidden = {tuple(c["key"]) for c in reply["cells"] if c["status"] != "published"}
+    assert ("a", "1") in hidden
+    audited = [{**c, "suppressed": tuple(c["key"]) in hidden} for c in cells] + [
+        {"key": list(k), "suppressed": True} for k in hidden if "T" in k
+    ]
+    r = client.post("/v1/audit", json={**body, "cells": audited})
+    assert r.status_code == 200, r.text
+    audit = r.json()
+    assert audit["verdict"] == "safe", audit["reasons"]
+    a1 = next(c for c in audit["cells"] if c["key"] == ["a", "1"])
+    assert a1["upper_protection"] == pytest.approx(150.0)
+    assert a1["lower_protection"] == pytest.approx(100.0)
+    assert a1["interval"][0] == pytest.approx(0.0) and a1["protected"]
+    same = next(c for c in reply["audit"]["cells"] if c["key"] == ["a", "1"])
+    assert same["lower_protection"] == pytest.approx(100.0)

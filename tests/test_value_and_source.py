@@ -87,8 +87,7 @@ def test_a_value_equal_to_its_mixed_sign_contributions_is_accepted(client):
 
 def test_absolute_summaries_need_the_cells_value(client):
     # a = +100 - 80 = 20, its absolute contributions 180. Audited on 180 (T on 280),
-    # a's interval was [0, 280] and the pattern safe; on the cell's value it is [0, 120],
-    # 20 below 20 where the p% level (p = 30) is 30: unsafe.
+    # a's interval was [0, 280]; on the cell's value it is [0, 120].
     b = {
         "structure": STRUCTURE,
         "cells": [
@@ -116,7 +115,11 @@ def test_absolute_summaries_need_the_cells_value(client):
     assert r.status_code == 200, r.text
     reply = r.json()
     assert reply["cells"][0]["interval"] == pytest.approx([0.0, 120.0])
-    assert reply["verdict"] == "unsafe"
+    # The lower level 30 is beyond a's a-priori range (its bound 0, 20 below): capped at
+    # 20, which the interval reaching 0 meets (service.sdc.problem.reachable_levels).
+    assert reply["cells"][0]["upper_protection"] == pytest.approx(30.0)
+    assert reply["cells"][0]["lower_protection"] == pytest.approx(20.0)
+    assert reply["verdict"] == "safe"
     # A value above the absolute total is no value of those contributions.
     b["cells"][0]["value"] = 181
     b["cells"][2]["value"] = 281

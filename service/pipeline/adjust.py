@@ -53,7 +53,8 @@ def adjust_table(body: AdjustRequest, resolved: ResolvedTableRequest, diagnostic
         fixed[j] = c.fixed
         if c.max_change is not None:
             max_change[j] = c.max_change
-    problem = table_problem(inputs, body.structure.tolerance)
+    # A cell must move by its level (not capped: a direction that cannot is not taken).
+    problem = table_problem(inputs, body.structure.tolerance, reachable=False)
     with core_errors(ADJUST_FIELDS, inputs.request_of_cell):
         try:
             result = adjust(

@@ -74,6 +74,7 @@ def audit_reply(
     # on the caller's scale (until 2026-11-27 /v1/audit's intervals were on the shifted
     # scale: [0, 230] for a cell whose interval is [-20, 210]).
     offset = inputs.scale_offset()
+    upper_level, lower_level = inputs.reachable_levels()  # as judged (table_problem)
     at = {int(c): k for k, c in enumerate(iv.cells)}
     derived = set(result.derived.tolist())
     shown = np.flatnonzero(suppressed | inputs.sensitive)
@@ -107,8 +108,8 @@ def audit_reply(
                     entry["missing_upper"] = float(check.missing_upper[k])
                     entry["missing_lower"] = float(check.missing_lower[k])
         if disclose and inputs.sensitive[c]:
-            entry["upper_protection"] = float(inputs.upper_protection[c])
-            entry["lower_protection"] = float(inputs.lower_protection[c])
+            entry["upper_protection"] = float(upper_level[c])
+            entry["lower_protection"] = float(lower_level[c])
         if suppressed[c] and result.aggregations is not None:
             entry["derived"] = c in derived
         cells.append(entry)

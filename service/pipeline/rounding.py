@@ -168,6 +168,7 @@ def _audit(inputs: TableInputs, a: RoundingAudit, levels: bool) -> dict:
     """The intruder's view of the sensitive cells, for analysts; protection levels only
     where the profile discloses its measures (they reveal its parameters)."""
     iv = a.intervals
+    upper_level, lower_level = inputs.reachable_levels()  # as judged
     cells = []
     for k, c in enumerate(a.cells.tolist()):
         entry: dict = {
@@ -177,8 +178,8 @@ def _audit(inputs: TableInputs, a: RoundingAudit, levels: bool) -> dict:
         if a.certified[k]:
             entry["interval"] = [_bound(a.lower[k]), _bound(a.upper[k])]
         if levels:
-            entry["upper_protection"] = float(inputs.upper_protection[c])
-            entry["lower_protection"] = float(inputs.lower_protection[c])
+            entry["upper_protection"] = float(upper_level[c])
+            entry["lower_protection"] = float(lower_level[c])
         cells.append(entry)
     status = iv.status if a.certified.all() or iv.status != "optimal" else "optimal"
     return {"status": status, "message": iv.message, "cells": cells}

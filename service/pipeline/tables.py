@@ -29,7 +29,7 @@ from schemas.tables import (
 )
 from service.config import Settings
 from service.sdc import frequency, magnitudes, primary
-from service.sdc.problem import TableProblem
+from service.sdc.problem import TableProblem, reachable_levels
 from service.sdc.rules import MinimumFrequency
 from service.sdc.table import Hierarchy, LinkedTables, StructureError, Table, table_size
 from service.sdc.unions import UnionSource, spread
@@ -270,6 +270,18 @@ class TableInputs:
     # What each cell was shifted by (``negative_values`` mode ``shift``: ``values`` are
     # ``Y = X + N M``); None: not shifted. Replies subtract it (:meth:`scale_offset`).
     offset: np.ndarray | None = None
+
+    def reachable_levels(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(upper, lower)`` protection levels capped at the a-priori range, as the
+        routes judged by feasibility intervals judge them
+        (:func:`service.sdc.problem.reachable_levels`)."""
+        return reachable_levels(
+            self.values,
+            self.upper_protection,
+            self.lower_protection,
+            self.lower_bounds,
+            self.upper_bounds,
+        )
 
     def scale_offset(self) -> np.ndarray:
         """``values - offset`` is the caller's scale: zeros unless shifted."""
@@ -836,15 +848,22 @@ def check_additivity(inputs: TableInputs, tolerance: float) -> None:
     )
 
 
-def table_problem(inputs: TableInputs, tolerance: float) -> TableProblem:
-    """The core's problem of a request's table (audit and suppression)."""
+def table_problem(inputs: TableInputs, tolerance: float, *, reachable: bool = True) -> TableProblem:
+    """The core's problem of a request's table; with ``reachable`` (audit, suppression,
+    rounding: judged by feasibility intervals) the levels capped at the a-priori range
+    (:meth:`TableInputs.reachable_levels`), without it (controlled adjustment) as found."""
+    upper, lower = (
+        inputs.reachable_levels()
+        if reachable
+        else (inputs.upper_protection, inputs.lower_protection)
+    )
     with core_errors(TABLE_FIELDS, inputs.request_of_cell):
         return TableProblem.of(
             inputs.space,
             inputs.values,
             inputs.sensitive,
-            inputs.upper_protection,
-            inputs.lower_protection,
+            upper,
+            lower,
             inputs.lower_bounds,
             inputs.upper_bounds,
             unions=inputs.unions,

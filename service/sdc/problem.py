@@ -134,6 +134,28 @@ def relations_of(structure) -> sp.csr_matrix:
     return a
 
 
+def reachable_levels(values, upper, lower, lower_bounds, upper_bounds):
+    """Protection levels capped at the a-priori range: ``min(U, ub - x)`` and
+    ``min(L, x - lb)``, never below 0; for the methods judged by feasibility intervals.
+
+    An intruder is never less certain than the bounds it knew before anything was
+    published (seed 002 section 3: the feasibility interval lies within the a-priori
+    bounds), so a level beyond the distance from the value to its bound is met by no
+    pattern; an interval reaching the bound is all the protection there is. Seed 000's
+    levels can exceed it on tables of non-negative values: under the (1, 40) dominance
+    rule a singleton of 100 has ``L = 150`` against the bound 0. Fischetti and Salazar
+    assume the same (``L <= x - lb``, ``U <= ub - x``) and tau-ARGUS caps the levels so.
+    The bounds must be the a-priori ones: capped by bounds narrowed to published
+    intervals (partial suppression's audit) every level would be met. Not for controlled
+    adjustment, where a cell must move by its level and a direction that cannot is not
+    taken (:func:`service.sdc.cta.adjust`). The suppression search capped the levels and
+    the service's audit did not, so ``/v1/audit`` called unsafe the pattern
+    ``/v1/suppress`` returned as safe (a helper's campaign, 2026-11-27)."""
+    upper = np.minimum(upper, np.maximum(upper_bounds - values, 0.0))
+    lower = np.minimum(lower, np.maximum(values - lower_bounds, 0.0))
+    return upper, lower
+
+
 def vector(v, n: int, name: str) -> np.ndarray:
     """``v`` (a number or one per cell) as a float array of ``n`` entries."""
     try:

@@ -12,7 +12,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import InputError
-from ..problem import TableProblem
+from ..problem import TableProblem, reachable_levels
 
 COST_KINDS = ("value", "unity", "contributors", "log", "weights")
 #: A sensitive cell with no protection level must still not be disclosed exactly: it gets
@@ -104,9 +104,7 @@ def prepare(table: TableProblem, cost, forbidden, forced, deadline: float) -> Se
     if (room_up < 0).any() or (room_down < 0).any():
         j = int(np.flatnonzero((room_up < 0) | (room_down < 0))[0])
         raise InputError(f"cell {j} lies outside its a-priori bounds", field="lower_bounds", cell=j)
-    # No intruder is less certain than the a-priori range: levels beyond it are capped.
-    upl = np.minimum(upl, np.minimum(ub - x, np.inf))
-    lpl = np.minimum(lpl, x - lb)
+    upl, lpl = reachable_levels(x, upl, lpl, lb, ub)
     forbidden = np.zeros(n, bool) if forbidden is None else np.asarray(forbidden, bool)
     forced = np.zeros(n, bool) if forced is None else np.asarray(forced, bool)
     both = forbidden & (forced | sens)
