@@ -200,7 +200,14 @@ def judge(lam: sp.csr_matrix, values, source: UnionSource) -> Verdict:
     pattern.data[:] = 1.0
     checked = (pattern @ known.astype(float)) == member_count
     raw = source.raw_cells[used]
-    from_raw = checked & ((pattern @ raw.astype(float)) == member_count)
+    # An aggregation with no member (its coefficients cancel on the atoms) has every
+    # member raw vacuously; without raw contributions (count tables) it is judged from
+    # the magnitudes, as an empty pseudo-cell.
+    from_raw = (
+        checked
+        & (source.contributions is not None)
+        & ((pattern @ raw.astype(float)) == member_count)
+    )
     from_summary = checked & ~from_raw
     ruleset = source.ruleset
     rules = dataclasses.replace(
