@@ -1463,3 +1463,62 @@ def test_a_trial_on_its_groups_models_decides_as_the_smaller_patterns_own_check(
             trials.accepted(cells[cells != j])
             assert fresh_proven <= proven
     event(f"judged: {min(judged, 2)}")
+
+
+def test_frequency_supports_are_enumerated_within_bounds(client, monkeypatch):
+    """Every leaf of 20 x 3 hidden, known by summaries (respondents of different cells
+    distinct), counts 20-39 under frequency n = 60: no two hidden cells fall below 60
+    respondents together. The enumeration of an anchor's partners passed over the subsets
+    with too many respondents without counting them or reading the clock: 2^59 subsets of
+    the first anchor's 59 partners, and a 9 KB /v1/audit with time_limit 5 never answered
+    (a campaign, h51). Now a size whose smallest subset is too large ends the search."""
+    import itertools
+
+    looked = [0]
+    combinations = itertools.combinations
+
+    class Counted:
+        def __getattr__(self, name):
+            return getattr(itertools, name)
+
+        @staticmethod
+        def combinations(items, size):
+            for combo in combinations(items, size):
+                looked[0] += 1
+                if looked[0] > 200_000:
+                    raise RuntimeError("unbounded enumeration")
+                yield combo
+
+    monkeypatch.setattr(aggregations, "itertools", Counted())
+
+    def summary(n):
+        return {"total": 10.0 * n, "count": n, "largest": [10.0, 10.0]}
+
+    counts = {
+        (f"r{i}", c): 20 + (3 * i + "abc".index(c) * 7) % 20 for i in range(20) for c in "abc"
+    }
+    cells = [{"key": list(k), "summary": summary(n), "suppressed": True} for k, n in counts.items()]
+    for i in range(20):
+        cells.append(
+            {"key": [f"r{i}", "Total"], "summary": summary(sum(counts[f"r{i}", c] for c in "abc"))}
+        )
+    for c in "abc":
+        cells.append(
+            {"key": ["Total", c], "summary": summary(sum(counts[f"r{i}", c] for i in range(20)))}
+        )
+    cells.append({"key": ["Total", "Total"], "summary": summary(sum(counts.values()))})
+    body = {
+        "structure": {
+            "dimensions": [
+                {"name": "r", "leaves": [f"r{i}" for i in range(20)]},
+                {"name": "c", "leaves": ["a", "b", "c"]},
+            ]
+        },
+        "cells": cells,
+        "rules": {"rules": [{"type": "frequency", "n": 60}]},
+        "time_limit": 30,
+    }
+    r = client.post("/v1/audit", json=body)
+    assert r.status_code == 200, r.text
+    assert r.json()["aggregations"]["status"] == "safe"
+    assert looked[0] < 200_000

@@ -181,6 +181,20 @@ def test_count_table(client, method):
             assert not cell["flags"]["exact"]
 
 
+@pytest.mark.parametrize("threshold", [13, 55])
+def test_count_table_exact_with_a_high_threshold(client, threshold):
+    # A campaign (h51): with the threshold above most counts, exact's exposed relation
+    # pairs include aggregations whose coefficients cancel on the atoms (no member); on a
+    # count table (no raw contributions) judging them tripped an assertion: a 500.
+    r = client.post(
+        "/v1/suppress", json=count_body(method="exact", counts={"threshold": threshold})
+    )
+    assert r.status_code == 200, r.text
+    reply = r.json()
+    assert reply["safe"] and reply["audit"]["verdict"] == "safe", reply["solver"]
+    assert ("A", "I") in [k for k, v in statuses(reply).items() if v == "primary"]
+
+
 def test_count_table_union_below_threshold_is_unsafe(client):
     body = count_body(counts={"threshold": 4})
     body["cells"][0]["value"] = 1  # A,I = 1 and A,III = 2: union 3 < 4

@@ -71,6 +71,42 @@ def test_table_product_is_refused_in_milliseconds_before_allocation(client):
     assert peak < 40e6  # 9 million int64 cell numbers alone would be 72 MB
 
 
+def single_child_chain(name: str, n: int) -> dict:
+    """A dimension whose total sits on a chain of ``n`` codes with one child each, above
+    a single leaf: ``n + 2`` codes, one leaf."""
+    children = {"Total": ["c0"], **{f"c{i}": [f"c{i + 1}"] for i in range(n - 1)}}
+    children[f"c{n - 1}"] = [f"{name}-leaf"]
+    return {"name": name, "children": children}
+
+
+@pytest.mark.parametrize("url", ["/v1/audit", "/v1/suppress", "/v1/round", "/v1/adjust"])
+def test_margins_over_few_leaf_cells_are_refused(client, url):
+    # Two chains of 998 single children over one leaf each: 10^6 cells, at the cell limit,
+    # from a 36 KB body with one leaf cell. Served, /v1/adjust took 2.8 GiB and 25 s past a
+    # 5 s time limit and /v1/round 2.2 GiB (a campaign, h51); now a 413 before any work.
+    dims = [single_child_chain("a", 998), single_child_chain("b", 998)]
+    cell = {"key": ["a-leaf", "b-leaf"], "value": 7}
+    body = {"structure": {"dimensions": dims}, "cells": [cell], "time_limit": 5}
+    if url == "/v1/round":
+        body["base"] = 5
+    detail = detail_of(client.post(url, json=body), 413)
+    assert detail["field"] == "structure.dimensions"
+    assert detail["message"].startswith(
+        "the table has 1000000 cells (margins included) over 1 leaf cells: more than 64"
+    )
+
+
+def test_a_short_chain_of_single_children_is_served(client):
+    # Below the floor of 100,000 cells a table may have any number of margins per leaf.
+    dims = [single_child_chain("a", 300), single_child_chain("b", 300)]
+    body = {
+        "structure": {"dimensions": dims},
+        "cells": [{"key": ["a-leaf", "b-leaf"], "value": 7, "suppressed": True}],
+    }
+    r = client.post("/v1/audit", json=body)
+    assert r.status_code == 200, r.text
+
+
 @pytest.mark.parametrize("url", ["/v1/audit", "/v1/suppress"])
 def test_margins_count_toward_the_limit(make_client, url):
     # 10 x 10 leaves are 100 leaf cells but 11 x 11 = 121 cells with the margins.

@@ -13,7 +13,7 @@ from service.sdc.table import table_size
 from .body import openapi_body, validated
 from .compute_pool import compute
 from .deps import CallerDep, SettingsDep
-from .responses import JSONBytes
+from .responses import JSONBytes, rendered
 from .routing import post
 
 
@@ -47,7 +47,7 @@ async def frequency_sensitivity(request: Request, caller: CallerDep, settings: S
     )
     n_table = table_size(len(d.codes) for d in body.dimensions)
     reply, n_unsafe = await compute(
-        assess, body, caller.sees_diagnostics, size=max(n_table, len(body.cells))
+        rendered(assess), body, caller.sees_diagnostics, size=max(n_table, len(body.cells))
     )
     metrics = request.app.state.metrics
     metrics.cells_evaluated.inc(n_table)

@@ -134,6 +134,15 @@ def _n_codes(dim: Dimension) -> int:
     return len(codes)
 
 
+def _n_leaves(dim: Dimension) -> int:
+    """The leaf codes of a dimension as sent (codes without children; at least 1)."""
+    if dim.leaves is not None:
+        return len(dim.leaves)
+    children = _children(dim)
+    kids = {kid for ks in children.values() for kid in ks}
+    return max(1, len(kids - {code for code, ks in children.items() if ks}))
+
+
 def _children(dim: Dimension) -> dict[str, list[str]]:
     """The parent-to-children map of a dimension sent without ``leaves`` (the schema
     requires exactly one of the two)."""
@@ -147,6 +156,18 @@ def _children(dim: Dimension) -> dict[str, list[str]]:
 #: three levels). At most this many entries per table cell allowed on average; a deep
 #: chain of codes (thousands of levels above a leaf) is refused before it is built.
 LEAF_MAP_FACTOR = 16
+
+#: A table of more than :data:`MARGIN_FLOOR` cells may have at most
+#: :data:`MARGIN_FACTOR` cells (margins included) per leaf cell. Every leaf cell is sent,
+#: so this ties the work and memory of a request to its body: hierarchies whose codes
+#: mostly have a single child otherwise made a 36 KB body a table of 10^6 cells (two
+#: chains of 999 codes over one leaf: /v1/adjust 2.8 GiB and 25 s past a 5 s limit,
+#: /v1/round 2.2 GiB; a campaign, h51). Real tables stay far below: a flat dimension of
+#: ``k`` leaves has ``1 + 1/k`` codes per leaf, a tree whose parents have two children or
+#: more under 2, so 64 allows 6 such dimensions, or a few classifications with chains of
+#: single children.
+MARGIN_FACTOR = 64
+MARGIN_FLOOR = 100_000
 
 
 def _leaf_depths(dim: Dimension) -> int:
@@ -189,6 +210,21 @@ def check_table_size(structure: Structure, max_cells: int, cover: bool = False) 
         )
         field = "structure.tables"
     check_cell_count(n, max_cells, what=what, field=field)
+    leaves = {dim.name: _n_leaves(dim) for dim in structure.dimensions}
+    if structure.tables is None or cover:
+        n_leaf = table_size(leaves.values())
+    else:
+        n_leaf = sum(
+            table_size(leaves[name] for name in names if name in leaves)
+            for names in structure.tables
+        )
+    if n > MARGIN_FLOOR and n > MARGIN_FACTOR * n_leaf:
+        raise LimitError(
+            f"the table has {n} cells (margins included) over {n_leaf} leaf cells: more than "
+            f"{MARGIN_FACTOR} per leaf cell in a table of over {MARGIN_FLOOR} cells (its "
+            "hierarchies are mostly codes with a single child)",
+            field=field,
+        )
     if structure.tables is None or cover:
         entries = table_size(_leaf_depths(dim) for dim in structure.dimensions)
         limit = LEAF_MAP_FACTOR * max_cells

@@ -203,9 +203,15 @@ def judge(lam: sp.csr_matrix, values, source: UnionSource) -> Verdict:
     # An aggregation without members (its coefficients cancel on the atoms: a margin less
     # its parts) has no respondent and is not sensitive. It was read as made of raw
     # contributions (0 of 0 members), and a count table, which has none, failed on it:
-    # a 500 on /v1/suppress with method exact (a helper's campaign, h50).
+    # a 500 on /v1/suppress with method exact (two helpers' campaigns, h50 and h51: a
+    # single-child code, and a threshold above most counts).
     members = member_count > 0
-    from_raw = checked & members & ((pattern @ raw.astype(float)) == member_count)
+    from_raw = (
+        checked
+        & members
+        & (source.contributions is not None)
+        & ((pattern @ raw.astype(float)) == member_count)
+    )
     from_summary = checked & members & ~from_raw
     ruleset = source.ruleset
     rules = dataclasses.replace(
