@@ -9,6 +9,7 @@ core's cell numbering is the table's, which the caller never sees).
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -29,6 +30,7 @@ from schemas.tables import (
 )
 from service.config import Settings
 from service.sdc import frequency, magnitudes, primary
+from service.sdc.audit import without_a_priori_conditions
 from service.sdc.problem import RuleConditions, TableProblem
 from service.sdc.rules import MinimumFrequency
 from service.sdc.table import Hierarchy, LinkedTables, StructureError, Table, table_size
@@ -766,7 +768,7 @@ def check_additivity(inputs: TableInputs, tolerance: float) -> None:
 def table_problem(inputs: TableInputs, tolerance: float) -> TableProblem:
     """The core's problem of a request's table (audit and suppression)."""
     with core_errors(TABLE_FIELDS, inputs.request_of_cell):
-        return TableProblem.of(
+        problem = TableProblem.of(
             inputs.space,
             inputs.values,
             inputs.sensitive,
@@ -779,3 +781,7 @@ def table_problem(inputs: TableInputs, tolerance: float) -> TableProblem:
             integral=inputs.integral,
             conditions=inputs.conditions,
         )
+    if inputs.conditions is not None:
+        # At most a few seconds: an undecided condition is kept (conservative).
+        problem = without_a_priori_conditions(problem, time.perf_counter() + 5.0)
+    return problem

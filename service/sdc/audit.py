@@ -17,7 +17,7 @@ checked with the sensitivity rule itself in :mod:`service.sdc.unions`;
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import scipy.sparse as sp
@@ -27,7 +27,7 @@ from . import highs
 from .aggregations import AggregationCheck, check_aggregations
 from .errors import InputError
 from .highs import Outcome
-from .problem import TableProblem, bounds, relations_of
+from .problem import RuleConditions, TableProblem, bounds, relations_of
 from .unions import UnionCheck
 
 # Published values must satisfy relations and bounds to this relative tolerance (relative
@@ -1113,9 +1113,10 @@ class ConditionCheck:
     cells: np.ndarray
 
 
-def _fires_everywhere(problem: TableProblem, hidden_mask, which, deadline) -> tuple:
+def _fires_everywhere(problem: TableProblem, hidden_mask, which, deadline, mip=True) -> tuple:
     """For the conditions ``which``: (fires on every consistent table, undecided), the
-    cells ``hidden_mask`` hidden and the others published."""
+    cells ``hidden_mask`` hidden and the others published; ``mip`` false: by the LP
+    relaxation, which proves a condition only where no whole table escapes it either."""
     cond = problem.conditions
     assert cond is not None
     a = problem.relations
@@ -1148,7 +1149,8 @@ def _fires_everywhere(problem: TableProblem, hidden_mask, which, deadline) -> tu
         if problem.integral and np.all(full == np.round(full)):
             target = np.floor(need + 1e-9 * max(1.0, abs(need))) + 1.0  # whole: > need
         else:
-            target = need + 1e-7 * max(1.0, abs(need))
+            # Strictly above, by more than the solver's feasibility tolerance.
+            target = need + 1e-6 * max(1.0, abs(need), float(np.abs(full).max()))
         cols = np.flatnonzero(np.isin(label, np.unique(label[row.indices])))
         block = inc_c[:, cols]
         keep = np.flatnonzero(np.diff(block.tocsr().indptr) > 0)
@@ -1160,7 +1162,7 @@ def _fires_everywhere(problem: TableProblem, hidden_mask, which, deadline) -> tu
             m,
             np.append(rhs[keep] - tol, target),
             np.append(rhs[keep] + tol, np.inf),
-            integer=np.ones(len(cols), bool) if problem.integral else None,
+            integer=np.ones(len(cols), bool) if problem.integral and mip else None,
         )
         outcome = highs.run(h, deadline)
         if outcome is Outcome.INFEASIBLE:
@@ -1174,23 +1176,36 @@ def check_conditions(problem: TableProblem, suppressed, deadline: float) -> Cond
     """The dominance conditions the pattern ``suppressed`` proves (:class:`ConditionCheck`):
     for each, a feasibility problem "is there a table of whole numbers consistent with
     the publication on which the rule does not fire?" (a MIP on count tables), over the
-    hidden cells connected to the condition's; where there is none, the same with every
-    cell hidden tells whether the publication proves it or the bounds and relations alone
-    already did (a target with a single category, say), which no pattern changes."""
+    hidden cells connected to the condition's. Conditions the relations and a-priori
+    bounds prove on their own are dropped before (:func:`without_a_priori_conditions`)."""
     cond = problem.conditions
     m = 0 if cond is None else len(cond)
-    proven, undecided = np.zeros(m, bool), np.zeros(m, bool)
     if cond is None or m == 0:
-        return ConditionCheck(proven, undecided, np.zeros(0, np.int64))
-    fires, undecided = _fires_everywhere(
+        return ConditionCheck(np.zeros(m, bool), np.zeros(m, bool), np.zeros(0, np.int64))
+    proven, undecided = _fires_everywhere(
         problem, np.asarray(suppressed, bool), np.arange(m), deadline
     )
-    which = np.flatnonzero(fires)
-    if which.size:
-        a_priori, late = _fires_everywhere(problem, np.ones(problem.n_cells, bool), which, deadline)
-        proven[which] = ~a_priori & ~late
-        undecided[which] |= late
     return ConditionCheck(proven, undecided, np.unique(cond.cell[proven]))
+
+
+def without_a_priori_conditions(problem: TableProblem, deadline: float) -> TableProblem:
+    """``problem`` without the dominance conditions that hold on every table the
+    relations and a-priori bounds allow (a target with a single category, say): those
+    the intruder knows before anything is published, so no pattern discloses them. Decided
+    on the problem's own bounds, before a method narrows them (partial suppression's
+    published intervals are a-priori bounds to its audit) and by LPs: a condition an LP
+    does not prove is kept, which can only hold more against a pattern."""
+    cond = problem.conditions
+    if cond is None or len(cond) == 0:
+        return problem
+    a_priori, _ = _fires_everywhere(
+        problem, np.ones(problem.n_cells, bool), np.arange(len(cond)), deadline, mip=False
+    )
+    keep = np.flatnonzero(~a_priori)
+    kept = RuleConditions(
+        cond.cell[keep], tuple(cond.rule[i] for i in keep), cond.weights[keep], cond.bound[keep]
+    )
+    return replace(problem, conditions=kept)
 
 
 # --- inner bounds of count tables: whole tables from hypercube moves ----------------------
