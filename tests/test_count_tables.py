@@ -331,6 +331,42 @@ def test_threshold_rule_beside_the_extended_rules(client):
     )
 
 
+def test_an_area_key_marginal_below_t_min_key_is_a_primary(client):
+    """North = m1 + m2 holds 2 respondents (one in each municipality): rule 3 flags m1's
+    and m2's key marginals (1 < t_min_key = 3), and North's count of 2 is as much a key
+    marginal to an intruder who knows the region (seed 001, rule 3 and "Hierarchical
+    variables"). Until 2026-11-27 (North, Total) was published, and the union m1 + m2
+    judged by t_min_cell (1) only."""
+    dims = [
+        {
+            "name": "municipality",
+            "children": {
+                "Total": ["North", "South"],
+                "North": ["m1", "m2"],
+                "South": ["m3", "m4"],
+            },
+        },
+        {"name": "Y", "leaves": ["A", "B"]},
+    ]
+    counts = {("m1", "A"): 1, ("m1", "B"): 0, ("m2", "A"): 0, ("m2", "B"): 1}
+    counts |= {("m3", "A"): 6, ("m3", "B"): 6, ("m4", "A"): 5, ("m4", "B"): 5}
+    rule_3_only = {f"rule_{r}": False for r in ("1a", "1b", "2a", "2b")}
+    body = {
+        "structure": {"dimensions": dims},
+        "cells": [{"key": list(k), "value": v} for k, v in counts.items()],
+        "counts": {
+            "extended": {**rule_3_only, "t_min_cell": 1, "t_min_key": 3, "t_min_target": 1},
+            "keys": ["municipality"],
+            "targets": ["Y"],
+        },
+    }
+    reply = client.post("/v1/suppress", json=body).json()
+    assert reply["safe"], reply["solver"]
+    status = {tuple(c["key"]): c["status"] for c in reply["cells"]}
+    assert status[("North", "Total")] == status[("m1", "Total")] == "primary"
+    assert status[("South", "Total")] == "published"  # 22
+
+
 @pytest.mark.parametrize(
     "change, field",
     [

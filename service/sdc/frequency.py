@@ -775,7 +775,10 @@ def extended_threshold_rules_on_table(
     marginals ``f_k``, cells at a target's total (rule 3, ``t_min_key``); the target
     marginals ``f_y``, cells at every key's total (rule 3, ``t_min_target``); and, for a
     key dimension with subtotals, its area cells at every level below the total, checked
-    by rules 1a and 2a against the area's marginal (seed 001, "Hierarchical variables").
+    by rules 1a and 2a against the area's marginal (seed 001, "Hierarchical variables"),
+    and the areas' key marginals by rule 3 (``t_min_key``; until 2026-11-27 only the
+    leaves' were, and an area of two singleton rows published its count of 2 with
+    ``t_min_key = 3``).
     A key dimension's levels are its depths, so its leaves must all be at one depth.
 
     Not checked by rules 1-2 (seed 001 defines neither; a caller who needs them names the
@@ -815,6 +818,14 @@ def extended_threshold_rules_on_table(
     for lv in result.levels:
         flags = np.logical_or.reduce([np.zeros(lv.counts.shape, bool), *lv.flags.values()])
         out[at({lv.key_axis: areas[lv.key_axis][lv.level - 1]})] |= flags
+    if config.rule_3:
+        # An area's key marginal is a key marginal too (seed 001 rule 3, ``t_min_key``):
+        # parts that are small are flagged, but their area's published count is as small.
+        for a, levels in areas.items():  # a loop over the few hierarchical keys
+            for here in levels:
+                for j in target_axes:
+                    f_g = grid[at({a: here, j: total})]
+                    out[at({a: here, j: total})] |= (f_g > 0) & (f_g < config.t_min_key)
     return out.reshape(-1)
 
 
