@@ -206,16 +206,94 @@ def golden_body(**extra) -> dict:
     return body
 
 
+# The cells whose rule the published zeros around them prove with "zero_cells":
+# "dominant": keys 1, 2, 3 and 10 are all Y = A, and all of Y = C and Y = D are key 7.
+GROUP_DISCLOSED = [["1", "A"], ["2", "A"], ["3", "A"], ["7", "C"], ["7", "D"], ["10", "A"]]
+
+
 @pytest.mark.parametrize("method", ["fast", "exact"])
 def test_suppression_protects_every_cell_the_extended_rules_flag(client, method):
-    r = client.post("/v1/suppress", json=golden_body(method=method))
+    """With the zeros of the flagged rows and columns flagged too ("informative"), the
+    zeros are suppressed beside the dominant cells and every rule's disclosure is
+    hidden. With "dominant" (zeros never complements) key 1's (200, 0, 0, 0) cannot be
+    protected: until 2026-11-27 the pattern published the three zeros beside the hidden
+    200 and row total and was called safe (helper h53)."""
+    body = golden_body(method=method)
+    body["counts"]["extended"] = {**GOLDEN_RULES, "zero_cells": "informative"}
+    r = client.post("/v1/suppress", json=body)
     assert r.status_code == 200, r.text
     reply = r.json()
     assert reply["safe"] and reply["audit"]["verdict"] == "safe", reply["solver"]
     primary = {tuple(c["key"]) for c in reply["cells"] if c["status"] == "primary"}
     expected = {tuple(k.split(",")) for k in CASE["expect_flags"]}
-    assert primary == expected | {("10", "Total"), ("Total", "D")}
+    assert expected | {("10", "Total"), ("Total", "D")} <= primary
+    value = {tuple(c["key"]): c["value"] for c in reply["cells"]}
+    assert all(value[k] == 0 for k in primary - expected - {("10", "Total"), ("Total", "D")})
     assert all(c["protected"] for c in reply["audit"]["cells"] if c["sensitive"])
+    reply = client.post("/v1/suppress", json=golden_body(method=method)).json()
+    assert not reply["safe"] and reply["solver"]["status"] == "no_safe_pattern"
+    assert "dominance rules" in reply["solver"]["message"]
+    assert sorted(reply["solver"]["unprotected"]) == sorted(GROUP_DISCLOSED)
+
+
+def test_published_zeros_beside_a_hidden_dominant_cell_are_group_disclosure(client):
+    """Key k1 is (10, 0): rule 1a flags its 10 (seed 001, key 1's (200, 0, 0, 0)).
+    Hiding the 10 and k1's total with k2's A and total leaves the published k1,B = 0,
+    so every whole table consistent with the publication has k1 all in A: the
+    intervals ([0, 20] for k1,A) hid the count but not what rule 1a protects. Until
+    2026-11-27 /v1/audit called the pattern safe and /v1/suppress returned it."""
+    counts = {"k1": [10, 0], "k2": [10, 10], "k3": [10, 10]}
+    dims = [{"name": "k", "leaves": ["k1", "k2", "k3"]}, {"name": "y", "leaves": ["A", "B"]}]
+    hidden = {("k1", "A"), ("k1", "Total"), ("k2", "A"), ("k2", "Total")}
+    cells = [
+        {"key": [k, y], "value": v, "suppressed": (k, y) in hidden}
+        for k, row in counts.items()
+        for y, v in zip(("A", "B", "Total"), row + [sum(row)], strict=True)
+    ]
+    body = {
+        "structure": {"dimensions": dims},
+        "cells": cells,
+        "counts": {"extended": {}, "keys": ["k"], "targets": ["y"]},
+    }
+    reply = client.post("/v1/audit", json=body).json()
+    assert reply["verdict"] == "unsafe"
+    assert any("dominance rules" in r for r in reply["reasons"])
+    protected = {tuple(c["key"]): c["protected"] for c in reply["cells"] if c["sensitive"]}
+    assert protected == {("k1", "A"): False}
+    # Hiding k1,B and k2,B too (k1,B a zero, so only as a primary: "informative")
+    # protects it: k1 may be (6, 4), say.
+    cells[1]["suppressed"] = cells[4]["suppressed"] = True
+    assert client.post("/v1/audit", json=body).json()["verdict"] == "safe"
+    for c in body["cells"]:
+        del c["suppressed"]
+    reply = client.post("/v1/suppress", json=body).json()
+    assert reply["solver"]["status"] == "no_safe_pattern"
+    assert reply["solver"]["unprotected"] == [["k1", "A"]]
+    # Partial suppression published k1,A and k1's total in [10, 11] beside k1,B = 0 and
+    # called it safe; the intervals are a-priori bounds to its audit, not to the check of
+    # what the relations alone prove.
+    partial = {**body, "method": "partial", "publish": "intervals"}
+    reply = client.post("/v1/suppress", json=partial).json()
+    assert not reply["safe"] and reply["solver"]["unprotected"] == [["k1", "A"]]
+    body["counts"]["extended"] = {"zero_cells": "informative"}
+    reply = client.post("/v1/suppress", json=body).json()
+    assert reply["safe"], reply["solver"]
+    status = {tuple(c["key"]): c["status"] for c in reply["cells"]}
+    assert status[("k1", "A")] == status[("k1", "B")] == "primary"
+
+
+def test_a_rest_the_relations_alone_fix_is_not_held_against_the_pattern(client):
+    """A target with one category: every row is all of it whatever is published (the
+    structure says so), so rule 1a's condition is not a disclosure of the pattern."""
+    body = {
+        "structure": {
+            "dimensions": [{"name": "k", "leaves": ["a", "b"]}, {"name": "y", "leaves": ["A"]}]
+        },
+        "cells": [{"key": ["a", "A"], "value": 5}, {"key": ["b", "A"], "value": 7}],
+        "counts": {"extended": {}, "keys": ["k"], "targets": ["y"]},
+    }
+    reply = client.post("/v1/suppress", json=body).json()
+    assert reply["safe"], reply["solver"]
 
 
 def test_audit_of_a_pattern_that_publishes_a_dominant_cell(client):
@@ -233,19 +311,60 @@ def test_threshold_rule_beside_the_extended_rules(client):
     """The threshold rule with t = 2 does on cells and margins alike what rule 3 with
     t_min = 2 does: with rule 3 off it restores the same primaries."""
     body = golden_body()
-    body["counts"]["extended"] = {**GOLDEN_RULES, "rule_3": False}
+    rules = {**GOLDEN_RULES, "zero_cells": "informative"}
+    body["counts"]["extended"] = {**rules, "rule_3": False}
     without = client.post("/v1/suppress", json=body).json()
     assert without["safe"] and not without["audit"]["unions_checked"]  # no minimum rule
     body["counts"]["threshold"] = 2
     reply = client.post("/v1/suppress", json=body).json()
     assert reply["safe"], reply["solver"]
     primary = {tuple(c["key"]) for c in reply["cells"] if c["status"] == "primary"}
+    body["counts"] = {**body["counts"], "extended": rules}
+    del body["counts"]["threshold"]
+    with_rule_3 = client.post("/v1/suppress", json=body).json()
+    assert primary == {tuple(c["key"]) for c in with_rule_3["cells"] if c["status"] == "primary"}
     expected = {tuple(k.split(",")) for k in CASE["expect_flags"]}
-    assert primary == expected | {("10", "Total"), ("Total", "D")}
+    assert expected | {("10", "Total"), ("Total", "D")} <= primary
     # Without either: 4,B (a singleton only rule 3 flags) and both marginals are safe.
     assert {("4", "B"), ("10", "Total"), ("Total", "D")}.isdisjoint(
         tuple(c["key"]) for c in without["cells"] if c["status"] == "primary"
     )
+
+
+def test_an_area_key_marginal_below_t_min_key_is_a_primary(client):
+    """North = m1 + m2 holds 2 respondents (one in each municipality): rule 3 flags m1's
+    and m2's key marginals (1 < t_min_key = 3), and North's count of 2 is as much a key
+    marginal to an intruder who knows the region (seed 001, rule 3 and "Hierarchical
+    variables"). Until 2026-11-27 (North, Total) was published, and the union m1 + m2
+    judged by t_min_cell (1) only."""
+    dims = [
+        {
+            "name": "municipality",
+            "children": {
+                "Total": ["North", "South"],
+                "North": ["m1", "m2"],
+                "South": ["m3", "m4"],
+            },
+        },
+        {"name": "Y", "leaves": ["A", "B"]},
+    ]
+    counts = {("m1", "A"): 1, ("m1", "B"): 0, ("m2", "A"): 0, ("m2", "B"): 1}
+    counts |= {("m3", "A"): 6, ("m3", "B"): 6, ("m4", "A"): 5, ("m4", "B"): 5}
+    rule_3_only = {f"rule_{r}": False for r in ("1a", "1b", "2a", "2b")}
+    body = {
+        "structure": {"dimensions": dims},
+        "cells": [{"key": list(k), "value": v} for k, v in counts.items()],
+        "counts": {
+            "extended": {**rule_3_only, "t_min_cell": 1, "t_min_key": 3, "t_min_target": 1},
+            "keys": ["municipality"],
+            "targets": ["Y"],
+        },
+    }
+    reply = client.post("/v1/suppress", json=body).json()
+    assert reply["safe"], reply["solver"]
+    status = {tuple(c["key"]): c["status"] for c in reply["cells"]}
+    assert status[("North", "Total")] == status[("m1", "Total")] == "primary"
+    assert status[("South", "Total")] == "published"  # 22
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ core's cell numbering is the table's, which the caller never sees).
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -29,7 +30,8 @@ from schemas.tables import (
 )
 from service.config import Settings
 from service.sdc import frequency, magnitudes, primary
-from service.sdc.problem import TableProblem, reachable_levels
+from service.sdc.audit import without_a_priori_conditions
+from service.sdc.problem import RuleConditions, TableProblem, reachable_levels
 from service.sdc.rules import MinimumFrequency
 from service.sdc.table import Hierarchy, LinkedTables, StructureError, Table, table_size
 from service.sdc.unions import UnionSource, spread
@@ -306,6 +308,8 @@ class TableInputs:
     # What each cell was shifted by (``negative_values`` mode ``shift``: ``values`` are
     # ``Y = X + N M``); None: not shifted. Replies subtract it (:meth:`scale_offset`).
     offset: np.ndarray | None = None
+    # A count table's dominance conditions (seed 001 rules 1-2) the audit checks.
+    conditions: RuleConditions | None = None
 
     def reachable_levels(self) -> tuple[np.ndarray, np.ndarray]:
         """``(upper, lower)`` protection levels capped at the a-priori range, as the
@@ -435,8 +439,11 @@ def table_inputs(
         if ruleset is not None and known.any()
         else None
     )
+    conditions = None
     if counts is not None:
-        sensitive, up, labels, unions = _count_sensitivity(space, values, counts, request_of_cell)
+        sensitive, up, labels, unions, conditions = _count_sensitivity(
+            space, values, counts, request_of_cell
+        )
         lo = up.copy()
     for i, c in enumerate(cells):
         if c.protection is not None:
@@ -461,6 +468,7 @@ def table_inputs(
         published,
         integral=counts is not None,
         offset=offset,
+        conditions=conditions,
     )
 
 
@@ -518,6 +526,7 @@ def _count_sensitivity(space, values, counts: CountRules, request_of_cell):
     # Named dimensions are checked even when only the threshold rule runs.
     axes = variable_axes(counts.keys, counts.targets, list(space.names), prefix="counts.")
     sensitive = np.zeros(len(values), bool)
+    conditions = None
     with core_errors(TABLE_FIELDS, request_of_cell):
         if counts.threshold is not None:
             sensitive |= frequency.threshold_rule(
@@ -525,6 +534,8 @@ def _count_sensitivity(space, values, counts: CountRules, request_of_cell):
             )
         if counts.extended is not None:
             sensitive |= _extended(space, values, counts.extended, *axes)
+            config = frequency.ExtendedThresholdConfig(**counts.extended.model_dump())
+            conditions = frequency.dominance_conditions_on_table(space, values, *axes, config)
     level = np.where(sensitive, counts.range / 100.0 * values, 0.0)
     # A union of suppressed cells counts the respondents of its members: the threshold
     # rule (or rule 3 of the extended rules) on it is the minimum frequency rule on summed
@@ -533,7 +544,7 @@ def _count_sensitivity(space, values, counts: CountRules, request_of_cell):
     if counts.extended is not None and counts.extended.rule_3:
         minimum.append((counts.extended.t_min_cell, "3"))
     if not minimum:
-        return sensitive, level, [], None
+        return sensitive, level, [], None, conditions
     t, label = max(minimum)
     n = len(values)
     as_counts = magnitudes.Magnitudes(
@@ -547,7 +558,7 @@ def _count_sensitivity(space, values, counts: CountRules, request_of_cell):
         all_zero=np.zeros(n, bool),
     )
     unions = UnionSource(as_counts, primary.RuleSet((MinimumFrequency(int(np.ceil(t))),)))
-    return sensitive, level, [label], unions
+    return sensitive, level, [label], unions, conditions
 
 
 def _extended(space, values, extended: ExtendedRules, key_axes, target_axes) -> np.ndarray:
@@ -894,7 +905,7 @@ def table_problem(inputs: TableInputs, tolerance: float, *, reachable: bool = Tr
         else (inputs.upper_protection, inputs.lower_protection)
     )
     with core_errors(TABLE_FIELDS, inputs.request_of_cell):
-        return TableProblem.of(
+        problem = TableProblem.of(
             inputs.space,
             inputs.values,
             inputs.sensitive,
@@ -905,4 +916,9 @@ def table_problem(inputs: TableInputs, tolerance: float, *, reachable: bool = Tr
             unions=inputs.unions,
             tolerance=tolerance,
             integral=inputs.integral,
+            conditions=inputs.conditions,
         )
+    if inputs.conditions is not None:
+        # At most a few seconds: an undecided condition is kept (conservative).
+        problem = without_a_priori_conditions(problem, time.perf_counter() + 5.0)
+    return problem

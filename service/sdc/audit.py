@@ -17,7 +17,7 @@ checked with the sensitivity rule itself in :mod:`service.sdc.unions`;
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import scipy.sparse as sp
@@ -27,7 +27,7 @@ from . import highs
 from .aggregations import AggregationCheck, check_aggregations
 from .errors import InputError
 from .highs import Outcome
-from .problem import TableProblem, bounds, relations_of
+from .problem import RuleConditions, TableProblem, bounds, relations_of
 from .unions import UnionCheck
 
 # Published values must satisfy relations and bounds to this relative tolerance (relative
@@ -1037,13 +1037,23 @@ def audit_pattern(
     reasons = []
     if iv.status == "infeasible":
         return PatternAudit(iv, check, None, None, published_sensitive, "infeasible", (iv.message,))
+    conditions = check_conditions(problem, suppressed, start + time_limit)
     if published_sensitive.size:
         reasons.append(f"{published_sensitive.size} sensitive cell(s) published")
+    if conditions.cells.size:
+        reasons.append(
+            f"{conditions.cells.size} cell(s) flagged by seed 001's dominance rules (1a, 1b, "
+            "2a, 2b) whose rule every whole-number table consistent with the publication "
+            "still fires: the cells around them that are published tell the intruder what "
+            "the rule protects (e.g. a row's other cells published as zeros)"
+        )
     flagged = check.sensitive & iv.certified & ~check.protected
     if flagged.any():
         reasons.append(
             f"{int(flagged.sum())} sensitive cell(s) not protected by their feasibility intervals"
         )
+    # The cells whose rule the publication still proves are not protected either.
+    check.protected[np.isin(c, conditions.cells)] = False
     if aggregations is not None and aggregations.status == "sensitive":
         reasons.append(aggregations.message)
     if reasons:
@@ -1053,6 +1063,11 @@ def audit_pattern(
     uncertified = check.sensitive & ~iv.certified
     if uncertified.any():
         reasons.append(f"{int(uncertified.sum())} sensitive cell(s) not certified: {iv.message}")
+    if conditions.undecided.any():
+        reasons.append(
+            f"{int(conditions.undecided.sum())} dominance condition(s) of seed 001's rules "
+            "1-2 not decided in time"
+        )
     if aggregations is not None and aggregations.status == "undecided":
         reasons.append(aggregations.message)
     if reasons:
@@ -1073,6 +1088,124 @@ def audit_pattern(
     return PatternAudit(
         iv, check, union_check, aggregations, published_sensitive, "safe", tuple(reasons)
     )
+
+
+# --- dominance conditions of count tables (seed 001 rules 1-2) ----------------------------
+
+
+@dataclass(frozen=True)
+class ConditionCheck:
+    """Which dominance conditions (:class:`service.sdc.problem.RuleConditions`) the
+    pattern leaves proven: every table of whole numbers consistent with what is published
+    (and the a-priori bounds) fires the rule, though tables consistent with the bounds
+    alone need not.
+
+    Attributes
+    ----------
+    proven, undecided : numpy.ndarray of bool
+        One entry per condition; ``undecided``: a solve stopped at the deadline.
+    cells : numpy.ndarray of int
+        The flagged cells of the proven conditions (sorted, unique).
+    """
+
+    proven: np.ndarray
+    undecided: np.ndarray
+    cells: np.ndarray
+
+
+def _fires_everywhere(problem: TableProblem, hidden_mask, which, deadline, mip=True) -> tuple:
+    """For the conditions ``which``: (fires on every consistent table, undecided), the
+    cells ``hidden_mask`` hidden and the others published; ``mip`` false: by the LP
+    relaxation, which proves a condition only where no whole table escapes it either."""
+    cond = problem.conditions
+    assert cond is not None
+    a = problem.relations
+    hidden = np.flatnonzero(hidden_mask)
+    x_pub = np.where(hidden_mask, 0.0, problem.values)
+    const = cond.weights @ x_pub
+    rhs_all = -(a @ x_pub)
+    a_h = a[:, hidden].tocsr()
+    active = np.flatnonzero(np.diff(a_h.indptr) > 0)
+    inc, rhs = a_h[active], rhs_all[active]
+    lb, ub = problem.lower_bounds[hidden], problem.upper_bounds[hidden]
+    if problem.integral:
+        lb, ub = _whole_bounds(lb, ub)
+    label = np.zeros(len(hidden), np.int64)
+    if len(hidden):
+        pattern = abs(inc).astype(bool).astype(float)
+        _, label = connected_components(pattern.T @ pattern, directed=False)
+    inc_c = inc.tocsc()
+    w_h = cond.weights[:, hidden].tocsr()
+    fires = np.zeros(len(which), bool)
+    undecided = np.zeros(len(which), bool)
+    tol = problem.tolerance
+    for n, i in enumerate(which):  # a loop over the few flagged cells
+        row = w_h.getrow(int(i))
+        need = float(cond.bound[i] - const[i])
+        if row.nnz == 0:
+            fires[n] = need + 1e-9 * max(1.0, abs(need)) >= 0.0
+            continue
+        full = cond.weights.getrow(int(i)).data
+        if problem.integral and np.all(full == np.round(full)):
+            target = np.floor(need + 1e-9 * max(1.0, abs(need))) + 1.0  # whole: > need
+        else:
+            # Strictly above, by more than the solver's feasibility tolerance.
+            target = need + 1e-6 * max(1.0, abs(need), float(np.abs(full).max()))
+        cols = np.flatnonzero(np.isin(label, np.unique(label[row.indices])))
+        block = inc_c[:, cols]
+        keep = np.flatnonzero(np.diff(block.tocsr().indptr) > 0)
+        m = sp.vstack([block.tocsr()[keep], row[:, cols]]).tocsr()
+        h = highs.model(
+            np.zeros(len(cols)),
+            lb[cols],
+            ub[cols],
+            m,
+            np.append(rhs[keep] - tol, target),
+            np.append(rhs[keep] + tol, np.inf),
+            integer=np.ones(len(cols), bool) if problem.integral and mip else None,
+        )
+        outcome = highs.run(h, deadline)
+        if outcome is Outcome.INFEASIBLE:
+            fires[n] = True
+        elif outcome is not Outcome.OPTIMAL or not highs.has_point(h):
+            undecided[n] = True
+    return fires, undecided
+
+
+def check_conditions(problem: TableProblem, suppressed, deadline: float) -> ConditionCheck:
+    """The dominance conditions the pattern ``suppressed`` proves (:class:`ConditionCheck`):
+    for each, a feasibility problem "is there a table of whole numbers consistent with
+    the publication on which the rule does not fire?" (a MIP on count tables), over the
+    hidden cells connected to the condition's. Conditions the relations and a-priori
+    bounds prove on their own are dropped before (:func:`without_a_priori_conditions`)."""
+    cond = problem.conditions
+    m = 0 if cond is None else len(cond)
+    if cond is None or m == 0:
+        return ConditionCheck(np.zeros(m, bool), np.zeros(m, bool), np.zeros(0, np.int64))
+    proven, undecided = _fires_everywhere(
+        problem, np.asarray(suppressed, bool), np.arange(m), deadline
+    )
+    return ConditionCheck(proven, undecided, np.unique(cond.cell[proven]))
+
+
+def without_a_priori_conditions(problem: TableProblem, deadline: float) -> TableProblem:
+    """``problem`` without the dominance conditions that hold on every table the
+    relations and a-priori bounds allow (a target with a single category, say): those
+    the intruder knows before anything is published, so no pattern discloses them. Decided
+    on the problem's own bounds, before a method narrows them (partial suppression's
+    published intervals are a-priori bounds to its audit) and by LPs: a condition an LP
+    does not prove is kept, which can only hold more against a pattern."""
+    cond = problem.conditions
+    if cond is None or len(cond) == 0:
+        return problem
+    a_priori, _ = _fires_everywhere(
+        problem, np.ones(problem.n_cells, bool), np.arange(len(cond)), deadline, mip=False
+    )
+    keep = np.flatnonzero(~a_priori)
+    kept = RuleConditions(
+        cond.cell[keep], tuple(cond.rule[i] for i in keep), cond.weights[keep], cond.bound[keep]
+    )
+    return replace(problem, conditions=kept)
 
 
 # --- inner bounds of count tables: whole tables from hypercube moves ----------------------

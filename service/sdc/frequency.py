@@ -104,13 +104,15 @@ Hierarchical key variables (seed 001, "Hierarchical variables", which calls itse
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
+import scipy.sparse as sp
 from numpy.typing import ArrayLike
 
 from .errors import InputError
+from .problem import RuleConditions
 from .table import Hierarchy, Table
 
 RULE_NAMES = ("1a", "1b", "2a", "2b", "3")
@@ -773,7 +775,10 @@ def extended_threshold_rules_on_table(
     marginals ``f_k``, cells at a target's total (rule 3, ``t_min_key``); the target
     marginals ``f_y``, cells at every key's total (rule 3, ``t_min_target``); and, for a
     key dimension with subtotals, its area cells at every level below the total, checked
-    by rules 1a and 2a against the area's marginal (seed 001, "Hierarchical variables").
+    by rules 1a and 2a against the area's marginal (seed 001, "Hierarchical variables"),
+    and the areas' key marginals by rule 3 (``t_min_key``; until 2026-11-27 only the
+    leaves' were, and an area of two singleton rows published its count of 2 with
+    ``t_min_key = 3``).
     A key dimension's levels are its depths, so its leaves must all be at one depth.
 
     Not checked by rules 1-2 (seed 001 defines neither; a caller who needs them names the
@@ -813,4 +818,105 @@ def extended_threshold_rules_on_table(
     for lv in result.levels:
         flags = np.logical_or.reduce([np.zeros(lv.counts.shape, bool), *lv.flags.values()])
         out[at({lv.key_axis: areas[lv.key_axis][lv.level - 1]})] |= flags
+    if config.rule_3:
+        # An area's key marginal is a key marginal too (seed 001 rule 3, ``t_min_key``):
+        # parts that are small are flagged, but their area's published count is as small.
+        for a, levels in areas.items():  # a loop over the few hierarchical keys
+            for here in levels:
+                for j in target_axes:
+                    f_g = grid[at({a: here, j: total})]
+                    out[at({a: here, j: total})] |= (f_g > 0) & (f_g < config.t_min_key)
     return out.reshape(-1)
+
+
+def dominance_conditions_on_table(
+    table: Table,
+    counts,
+    key_axes: Sequence[int],
+    target_axes: Sequence[int],
+    config: ExtendedThresholdConfig,
+) -> RuleConditions:
+    """What rules 1a, 1b, 2a and 2b flag on a structured count table, as the linear
+    conditions a publication must not prove (:class:`RuleConditions`).
+
+    Suppressing a dominant cell does not hide what the rule found when the rest of its
+    row is published: seed 001's key 1, ``(200, 0, 0, 0)``, with the 200 and the row
+    total suppressed and the three zeros published, still tells the intruder that
+    "everybody else in this row has to have Y = A" (seed 001, Example): ``f_k - f_yk``
+    is derived as 0. So each non-zero cell a dominance rule flags (at the leaves, as in
+    :func:`extended_threshold_rules_on_table`, and each area cell flagged at a level of a
+    key hierarchy) gives the condition of its rule on the cell and its marginal, both
+    cells of ``table``: 1a ``f_k - f_yk <= t_key_abs``, 2a ``t_key_rel f_k - 100 f_yk <=
+    0`` (``f_k`` the cell at the target's total), 1b and 2b the same with ``f_y`` (the cell
+    at every key's total). Zero cells flagged by ``zero_cells="informative"`` are
+    protected as cells (their intervals); their row's condition is the dominant cell's.
+    """
+    dims = table.dimensions
+    grid = np.asarray(counts).reshape(table.shape)
+    pos = [
+        np.flatnonzero(h.is_leaf) if a in key_axes or a in target_axes else np.arange(h.n_codes)
+        for a, h in enumerate(dims)
+    ]
+    hierarchies, areas = {}, {}
+    for a in key_axes:  # a loop over the few key dimensions
+        parents, areas[a] = _key_levels(dims[a])
+        if parents:
+            hierarchies[a] = KeyHierarchy(parents)
+    c = _counts(grid[np.ix_(*pos)], min_ndim=2)
+    cell_of = np.arange(table.n_cells).reshape(table.shape)
+    total = np.zeros(1, dtype=np.int64)  # the root comes first in every dimension
+
+    def at(replace_: dict[int, np.ndarray]):
+        return np.ix_(*[replace_.get(a, p) for a, p in enumerate(pos)])
+
+    cfg = replace(config, zero_cells="dominant")
+    found: list[tuple[np.ndarray, np.ndarray, str]] = []  # (cells, marginal cells, rule)
+    key_side = {"1a": (cfg.t_key_abs, None), "2a": (None, cfg.t_key_rel)}
+    target_side = {"1b": (cfg.t_target_abs, None), "2b": (None, cfg.t_target_rel)}
+    for j in target_axes:  # a loop over the target axes
+        for r in cfg.rules:
+            if r in key_side:
+                marginal, cells = c.sum(axis=j, keepdims=True), cell_of[at({j: total})]
+                t_abs, t_rel = key_side[r]
+            elif r in target_side:
+                marginal = c.sum(axis=tuple(key_axes), keepdims=True)
+                cells = cell_of[at({a: total for a in key_axes})]
+                t_abs, t_rel = target_side[r]
+            else:
+                continue
+            hit = np.nonzero(_dominance(c, marginal, t_abs, t_rel))
+            found.append((cell_of[at({})][hit], np.broadcast_to(cells, c.shape)[hit], r))
+    if hierarchies:
+        result = extended_threshold_rules(c, key_axes, target_axes, cfg, hierarchies)
+        for lv in result.levels:
+            k, j = lv.key_axis, lv.target_axis
+            here = cell_of[at({k: areas[k][lv.level - 1]})]
+            rows = cell_of[at({k: areas[k][lv.level - 1], j: total})]
+            for r, flags in lv.flags.items():
+                hit = np.nonzero(flags & (lv.counts > 0))
+                found.append((here[hit], np.broadcast_to(rows, here.shape)[hit], r))
+    cell_parts, rows_, cols, data, bound, rules = [], [], [], [], [], []
+    m = 0
+    for cells, marginal_cells, r in found:  # a loop over the few (rule, level) pairs
+        n = len(cells)
+        absolute = r in ("1a", "1b")
+        t = {"1a": cfg.t_key_abs, "1b": cfg.t_target_abs}.get(r, 0.0)
+        weight = 1.0 if absolute else {"2a": cfg.t_key_rel, "2b": cfg.t_target_rel}[r]
+        idx = np.arange(m, m + n)
+        rows_ += [idx, idx]
+        cols += [marginal_cells, cells]
+        data += [np.full(n, weight), np.full(n, -1.0 if absolute else -100.0)]
+        bound.append(np.full(n, float(t)))
+        cell_parts.append(cells)
+        rules += [r] * n
+        m += n
+    if m == 0:
+        empty = np.zeros(0, np.int64)
+        return RuleConditions(empty, (), sp.csr_matrix((0, table.n_cells)), np.zeros(0))
+    weights = sp.csr_matrix(
+        (np.concatenate(data), (np.concatenate(rows_), np.concatenate(cols))),
+        shape=(m, table.n_cells),
+    )
+    return RuleConditions(
+        np.concatenate(cell_parts).astype(np.int64), tuple(rules), weights, np.concatenate(bound)
+    )

@@ -30,6 +30,37 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True, eq=False)
+class RuleConditions:
+    """What seed 001's dominance rules (1a, 1b, 2a, 2b) found on a count table, as linear
+    conditions a published table must not prove (group disclosure).
+
+    Condition ``i`` is the rule ``rule[i]`` firing for cell ``cell[i]``: it fires when
+    ``weights[i] @ x <= bound[i]`` (rule 1a: ``f_k - f_yk <= t_k,abs``; rule 2a:
+    ``t_k,rel f_k - 100 f_yk <= 0``; 1b and 2b with ``f_y``). It fires on the true table;
+    the pattern protects the cell from it only if some table of whole numbers consistent
+    with what is published does not fire it (seed 001, Example: "everybody else in this
+    row has to have Y = A" must not follow from the publication).
+
+    Attributes
+    ----------
+    cell : numpy.ndarray of int
+        The flagged cell of each condition.
+    rule : tuple of str
+        Its rule ("1a", "1b", "2a", "2b").
+    weights : scipy.sparse.csr_matrix, shape (n_conditions, n_cells)
+    bound : numpy.ndarray of float
+    """
+
+    cell: np.ndarray
+    rule: tuple[str, ...]
+    weights: sp.csr_matrix
+    bound: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.cell)
+
+
+@dataclass(frozen=True, eq=False)
 class TableProblem:
     """Relations, values, bounds, sensitivity, protection levels, contributions.
 
@@ -54,6 +85,9 @@ class TableProblem:
         The values are counts, known to the intruder to be whole numbers: the audit's
         intervals are those of whole-number tables
         (:func:`service.sdc.audit.feasibility_intervals`).
+    conditions : RuleConditions or None
+        A count table's dominance conditions (seed 001 rules 1-2) the audit checks
+        beside the intervals (:func:`service.sdc.audit.audit_pattern`); ``None``: none.
     """
 
     structure: object
@@ -66,6 +100,7 @@ class TableProblem:
     unions: UnionSource | None = None
     tolerance: float = 0.0
     integral: bool = False
+    conditions: RuleConditions | None = None
 
     @classmethod
     def of(
@@ -81,6 +116,7 @@ class TableProblem:
         unions: UnionSource | None = None,
         tolerance: float = 0.0,
         integral: bool = False,
+        conditions: RuleConditions | None = None,
     ) -> TableProblem:
         """A problem from arrays or scalars (broadcast to every cell), checked."""
         n = relations_of(structure).shape[1]
@@ -107,7 +143,9 @@ class TableProblem:
         lb, ub = bounds(lower_bounds, upper_bounds, n)
         if not (np.isfinite(tolerance) and tolerance >= 0):
             raise InputError("tolerance must be a finite number >= 0", field="tolerance")
-        return cls(structure, x, sens, upl, lpl, lb, ub, unions, float(tolerance), integral)
+        return cls(
+            structure, x, sens, upl, lpl, lb, ub, unions, float(tolerance), integral, conditions
+        )
 
     @cached_property
     def relations(self) -> sp.csr_matrix:
