@@ -1132,8 +1132,12 @@ def _fires_everywhere(problem: TableProblem, hidden_mask, which, deadline, mip=T
         lb, ub = _whole_bounds(lb, ub)
     label = np.zeros(len(hidden), np.int64)
     if len(hidden):
-        pattern = abs(inc).astype(bool).astype(float)
-        _, label = connected_components(pattern.T @ pattern, directed=False)
+        # Components of the bipartite graph hidden cells <-> relations, linear in the
+        # pattern (pattern.T @ pattern has k^2 entries for a relation of k hidden cells).
+        pattern = sp.csr_matrix(abs(inc).astype(bool).astype(float))
+        graph = sp.bmat([[None, pattern.T], [pattern, None]], format="csr")
+        _, labels = connected_components(graph, directed=False)
+        label = labels[: len(hidden)]
     inc_c = inc.tocsc()
     w_h = cond.weights[:, hidden].tocsr()
     fires = np.zeros(len(which), bool)
