@@ -255,13 +255,19 @@ def space_from_wire(structure: Structure) -> Table | LinkedTables:
             )
     if structure.tables is None:
         return Table(list(dims.values()))
-    tables = []
+    tables, seen = [], set()
     for t, names in enumerate(structure.tables):
         unknown = [n for n in names if n not in dims]
         if unknown or not names or len(set(names)) != len(names):
             why = f"unknown dimension {unknown[0]!r}" if unknown else "empty or repeated names"
             raise RequestInputError(f"linked table {t}: {why}", field=f"structure.tables.{t}")
-        tables.append(Table([dims[n] for n in names]))
+        # A table is its set of dimensions (its cells are keyed in the order of
+        # 'dimensions'): one listed again, in any order, is the same table, kept once.
+        # Kept twice it was two linked tables over the same cells, judged cell by cell and
+        # so never certified (no_safe_pattern until 2026-11-27).
+        if frozenset(names) not in seen:
+            seen.add(frozenset(names))
+            tables.append(Table([dims[n] for n in names]))
     missing = set(dims) - {n for names in structure.tables for n in names}
     if missing:
         raise RequestInputError(
