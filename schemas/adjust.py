@@ -75,7 +75,10 @@ class AdjustRequest(TableRequestBase):
         "'relative')",
     )
     time_limit: float | None = Field(
-        None, gt=0, description="solver seconds; capped by the service"
+        None,
+        gt=0,
+        description="the request's whole wall time in seconds (the solve gets what is left "
+        "after reading the table); capped by the service",
     )
 
 

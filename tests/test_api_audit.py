@@ -621,3 +621,51 @@ def test_levels_beyond_the_a_priori_range_are_judged_capped_by_suppress_and_audi
     assert a1["interval"][0] == pytest.approx(0.0) and a1["protected"]
     same = next(c for c in reply["audit"]["cells"] if c["key"] == ["a", "1"])
     assert same["lower_protection"] == pytest.approx(100.0)
+
+
+def test_replies_show_zero_not_negative_zero(client):
+    """A suppressed cell of a table with negative values determined at 0: its interval is
+    [0.0, 0.0]. Until 2026-11-27 replies showed [-0.0, 0.0] (an LP's bound as computed,
+    its sign kept by the serialiser); every reply now shows 0.0 (service/api/responses)."""
+    dims = [
+        {"name": "size", "leaves": ["A", "B", "C"]},
+        {"name": "act", "leaves": ["I", "II", "III"]},
+    ]
+    values = [0, 0, 0, 0, 0, 9, 9, 0, 0]
+    hidden = {0, 3, 4, 5}
+    cells = [
+        {"key": [s, a], "value": values[i], "suppressed": i in hidden, "lower_bound": -20}
+        for i, (s, a) in enumerate((s, a) for s in "ABC" for a in ("I", "II", "III"))
+    ]
+    cells[0]["protection"] = {"upper": 1, "lower": 1}
+    cells += [
+        {"key": list(k), "lower_bound": -500}
+        for k in [("Total", "Total"), ("A", "Total"), ("B", "Total"), ("C", "Total")]
+        + [("Total", a) for a in ("I", "II", "III")]
+    ]
+    r = client.post("/v1/audit", json={"structure": {"dimensions": dims}, "cells": cells})
+    assert r.status_code == 200, r.text
+    assert b"-0.0" not in r.content
+    intervals = {tuple(c["key"]): c["interval"] for c in r.json()["cells"]}
+    assert intervals[("A", "I")] == [0.0, 0.0]
+
+
+def test_the_serialiser_shows_zero_for_negative_zero():
+    """Negative zero as a float, a numpy scalar or in a numpy array is written 0.0;
+    numbers that merely start with -0.0 and strings holding it are kept as they are."""
+    from service.api.responses import JSONBytes, dumps, rendered
+
+    reply = {
+        "a": -0.0,
+        "b": np.array([-0.0, -0.05, 1e-7, -0.0]),
+        "c": [np.float64(-0.0), np.float32(-0.0), -0.0],
+        "key": ["-0.0", 'x\\"-0.0', "[-0.0,1]"],
+        "d": -0.01,
+    }
+    want = (
+        b'{"a":0.0,"b":[0.0,-0.05,1e-7,0.0],"c":[0.0,0.0,0.0],'
+        b'"key":["-0.0","x\\\\\\"-0.0","[-0.0,1]"],"d":-0.01}'
+    )
+    assert dumps(reply) == want
+    assert JSONBytes(reply).body == want
+    assert rendered(lambda: (reply, 1))()[0].raw == want

@@ -340,6 +340,75 @@ def test_a_cover_table_request_is_refused_where_it_cannot_be_served(make_client)
     assert make_client(max_cells=36).post("/v1/suppress", json=_cover_request(True)).is_success
 
 
+@pytest.mark.parametrize(
+    "tables",
+    [[["size", "act"], ["size", "act"]], [["size", "act"], ["act", "size"]]],
+    ids=["twice", "reordered"],
+)
+def test_a_linked_table_listed_twice_is_one_table(client, tables):
+    """A table listed twice in ``structure.tables``, or again with its dimensions in
+    another order, is the same table (a table is its set of dimensions): the request is
+    the one-table request. Until 2026-11-27 the copies were linked tables judged cell by
+    cell, which are never certified, and /v1/suppress replied no_safe_pattern."""
+    one = client.post("/v1/suppress", json=body(method="exact")).json()
+    b = body(method="exact")
+    b["structure"]["tables"] = tables
+    r = client.post("/v1/suppress", json=b)
+    assert r.status_code == 200, r.text
+    reply = r.json()
+    assert reply["safe"] and reply["audit"]["verdict"] == "safe", reply["solver"]["message"]
+    assert statuses(reply) == statuses(one)
+    assert sorted(k for k, v in statuses(reply).items() if v == "secondary") == [
+        ("A", "III"),
+        ("B", "I"),
+        ("B", "III"),
+    ]
+    assert reply["loss"]["value"] == one["loss"]["value"] == 600.0
+
+
+@pytest.mark.parametrize(
+    "tables",
+    [[["size"], ["size", "act"]], [["size", "act"], ["act"]], [["act"], ["size", "act"]]],
+    ids=["size-first", "act-last", "act-first"],
+)
+def test_a_linked_table_within_another_is_part_of_it(client, tables):
+    """A linked table whose dimensions are all in another linked table is part of it
+    (its cells and relations are that table's margins): the request, only the larger
+    table's leaves sent, is the one-table request. Until 2026-11-27 it was a 422 naming
+    an internal field, ``leaf_values``, and a cell the request did not mean: "leaf value
+    of cell ('A',) is not finite" (the smaller table's leaf (A, Total), a margin computed
+    from the larger table's leaves, was read before it was computed)."""
+    one = client.post("/v1/suppress", json=body(method="exact")).json()
+    b = body(method="exact")
+    b["structure"]["tables"] = tables
+    if tables[0] == ["act"]:
+        # The dimensions in the order they first appear in 'tables' (README).
+        b["structure"]["dimensions"] = b["structure"]["dimensions"][::-1]
+        for c in b["cells"]:
+            c["key"] = c["key"][::-1]
+    r = client.post("/v1/suppress", json=b)
+    assert r.status_code == 200, r.text
+    reply = r.json()
+    assert reply["safe"] and reply["audit"]["verdict"] == "safe", reply["solver"]["message"]
+    got = statuses(reply)
+    if tables[0] == ["act"]:
+        got = {k[::-1]: v for k, v in got.items()}
+    assert got == statuses(one)
+    assert sorted(k for k, v in got.items() if v == "secondary") == [
+        ("A", "III"),
+        ("B", "I"),
+        ("B", "III"),
+    ]
+    # Its audit, the pattern marked: safe too.
+    b.pop("method")
+    hidden = {k for k, v in statuses(reply).items() if v != "published"}
+    b["cells"] = [{**c, "suppressed": tuple(c["key"]) in hidden} for c in b["cells"]]
+    b["cells"] += [{"key": list(k), "suppressed": True} for k in hidden if "Total" in k]
+    a = client.post("/v1/audit", json=b)
+    assert a.status_code == 200, a.text
+    assert a.json()["verdict"] == "safe", a.json()["reasons"]
+
+
 @pytest.mark.parametrize("level", [1e-6, 1e-9, 1e-12])
 @pytest.mark.parametrize("method", ["fast", "exact"])
 def test_a_tiny_protection_level_gets_a_safe_pattern(client, level, method):

@@ -291,3 +291,47 @@ def test_no_attack_is_set_up_past_the_deadline(cube, monkeypatch):
     r, _ = run(cube, "fast", 0.5)
     check_unprotected(cube, r)
     assert late == []
+
+
+@pytest.mark.parametrize("prepared", [0.3, 1.2], ids=["within", "spent"])
+def test_adjust_time_limit_is_the_whole_request(client, monkeypatch, prepared):
+    """/v1/adjust's ``time_limit`` is the request's whole wall time, as /v1/suppress's
+    and /v1/round's: the solve gets what is left after the table is read (and a reply's
+    share). Until 2026-11-27 it covered the solve alone (6.6 s for a limit of 2 on a
+    table of 195k cells). The table is made slow to read here (``prepared`` seconds): the
+    solve gets at most the limit less that; a table read past the limit gets the least
+    time and the reply says ``time_limit``, within the limit plus the slack."""
+    from schemas.adjust import AdjustRequest
+    from service.pipeline import adjust as pipeline
+
+    read, solve = pipeline.checked_table_inputs, pipeline.adjust
+    given = []
+
+    def slow_read(*args, **kwargs):
+        time.sleep(prepared)
+        return read(*args, **kwargs)
+
+    def timed_solve(*args, time_limit, **kwargs):
+        given.append(time_limit)
+        return solve(*args, time_limit=time_limit, **kwargs)
+
+    monkeypatch.setattr(pipeline, "checked_table_inputs", slow_read)
+    monkeypatch.setattr(pipeline, "adjust", timed_solve)
+    limit = 1.0
+    body = {**AdjustRequest.model_config["json_schema_extra"]["examples"][0], "time_limit": limit}
+    start = time.perf_counter()
+    r = client.post("/v1/adjust", json=body)
+    wall = time.perf_counter() - start
+    assert r.status_code == 200, r.text
+    solver = r.json()["solver"]
+    assert solver["time_limit"] == limit
+    (got,) = given
+    assert wall <= limit + SLACK, wall
+    if prepared < limit:
+        # The limit less the reading (0.3 s and more) and the reply's share (0.05 s).
+        assert 0.3 < got <= limit - prepared - 0.05
+        assert solver["status"] == "optimal" and r.json()["adjusted"] is True
+    else:
+        assert got == 1e-3
+        assert solver["status"] == "time_limit" and r.json()["adjusted"] is False
+        assert "time limit" in solver["message"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from fastapi import Request
 
 from schemas.adjust import AdjustReply, AdjustRequest
@@ -30,13 +32,16 @@ async def adjust_route(request: Request, caller: CallerDep, settings: SettingsDe
     or from the cells' own protection levels. A sensitive cell that cannot move its level,
     or a table with no such adjustment, is a 422 naming the cell; a time limit reached is
     said in ``solver.status``. The filter role receives the adjusted values and the
-    aggregate loss only (original values and deviations go to analysts).
+    aggregate loss only (original values and deviations go to analysts). ``time_limit``
+    is the request's whole wall time, as for /v1/suppress: the solve gets it less the
+    time already spent and ``min(REPLY_SECONDS, REPLY_SHARE * time_limit)`` for the reply.
     """
+    started = time.perf_counter()  # the time limit is the request's whole wall time
     body = await validated(request, AdjustRequest)
     check_cell_count(len(body.cells), settings.max_cells)
     resolved = resolve_adjust_request(body, settings)
     reply = await compute(
-        adjust_table, body, resolved, caller.sees_diagnostics, size=len(body.cells)
+        adjust_table, body, resolved, started, caller.sees_diagnostics, size=len(body.cells)
     )
     solver = reply["solver"]
     request.app.state.metrics.observe_solve(

@@ -31,6 +31,7 @@ from schemas.tables import (
 from service.config import Settings
 from service.sdc import frequency, magnitudes, primary
 from service.sdc.audit import without_a_priori_conditions
+from service.sdc.errors import InputError
 from service.sdc.problem import RuleConditions, TableProblem, reachable_levels
 from service.sdc.rules import MinimumFrequency
 from service.sdc.table import Hierarchy, LinkedTables, StructureError, Table, table_size
@@ -257,29 +258,43 @@ def space_from_wire(structure: Structure) -> Table | LinkedTables:
             )
     if structure.tables is None:
         return Table(list(dims.values()))
-    tables = []
+    sets: list[frozenset[str]] = []
     for t, names in enumerate(structure.tables):
         unknown = [n for n in names if n not in dims]
         if unknown or not names or len(set(names)) != len(names):
             why = f"unknown dimension {unknown[0]!r}" if unknown else "empty or repeated names"
             raise RequestInputError(f"linked table {t}: {why}", field=f"structure.tables.{t}")
-        tables.append(Table([dims[n] for n in names]))
+        # A table is its set of dimensions (its cells are keyed in the order of
+        # 'dimensions'): one listed again, in any order, is the same table, kept once.
+        # Kept twice it was two linked tables over the same cells, judged cell by cell and
+        # so never certified (no_safe_pattern until 2026-11-27).
+        if frozenset(names) not in sets:
+            sets.append(frozenset(names))
     missing = set(dims) - {n for names in structure.tables for n in names}
     if missing:
         raise RequestInputError(
             f"dimension {sorted(missing)[0]!r} is in no linked table", field="structure.tables"
         )
-    try:
-        linked = LinkedTables(tables)
-    except StructureError as exc:
-        raise RequestInputError(exc.message, field="structure.tables") from None
-    if [h.name for h in linked.dimensions] != list(dims):
-        # Keys are read in the order of 'dimensions'; the linked space orders them by
-        # first appearance in 'tables'.
+    # Keys are read in the order of 'dimensions'; the linked space orders them by first
+    # appearance in 'tables' (as listed, before the tables within others are dropped).
+    if list(dict.fromkeys(n for names in structure.tables for n in names)) != list(dims):
         raise RequestInputError(
             "list the dimensions in the order they first appear in 'tables'",
             field="structure.dimensions",
         )
+    # A table whose dimensions are all in another is part of it: its cells are margins of
+    # the larger table and its relations are the larger table's. Kept, the request was
+    # linked tables judged cell by cell, never certified; and until 2026-11-27, with only
+    # the larger table's leaves sent, a 422 naming 'leaf_values' (filled_margins).
+    tables = [
+        Table([h for n, h in dims.items() if n in s])
+        for s in sets
+        if not any(s < other for other in sets)
+    ]
+    try:
+        linked = LinkedTables(tables, order=list(dims))
+    except StructureError as exc:
+        raise RequestInputError(exc.message, field="structure.tables") from None
     return linked
 
 
@@ -823,9 +838,26 @@ def filled_margins(space, x: np.ndarray) -> np.ndarray:
     """Margins computed from the leaves, table by table for linked tables."""
     if isinstance(space, Table):
         return space.fill_margins(x)
-    out = np.full(space.n_cells, np.nan)
-    for table, cells in zip(space.tables, space.table_cells):
-        out[cells] = table.fill_margins(x[cells])
+    # A table's leaves can be another table's margins (a table within another: region
+    # and region x size), so a table is filled once its leaves are known; the leaves of
+    # the linked cells come first, and each pass fills at least one table until none is
+    # left. Until 2026-11-27 the tables were filled in the order listed, and a smaller
+    # table listed first read its leaves as nan ("leaf value of cell ('A',) is not
+    # finite", naming an internal field and numbering the cell in that table).
+    out = np.asarray(x, dtype=float).copy()
+    todo = list(zip(space.tables, space.table_cells))
+    while todo:
+        ready = [(t, c) for t, c in todo if not np.isnan(out[c][t.is_leaf]).any()]
+        for table, cells in ready or todo:  # none ready: fill_margins names a missing leaf
+            try:
+                out[cells] = table.fill_margins(out[cells])
+            except InputError as exc:  # numbered in the linked cells, named as a value
+                at = int(cells[exc.cell]) if exc.cell is not None else None
+                what = "" if at is None else f" {list(space.key(at))}"
+                raise InputError(
+                    f"the value of cell{what} is not finite", field="values", cell=at
+                ) from None
+        todo = [(t, c) for t, c in todo if all(t is not r for r, _ in ready)]
     return out
 
 

@@ -782,11 +782,14 @@ class LinkedTables(_CellSpace):
     ----------
     tables : sequence of Table
         Tables whose dimensions of the same name have the same hierarchy.
+    order : sequence of str, optional
+        The names of all the tables' dimensions in the order of :attr:`dimensions`;
+        default: their order of first appearance in ``tables``.
 
     Attributes
     ----------
     dimensions : tuple of Hierarchy
-        The union of the tables' dimensions, in order of first appearance.
+        The union of the tables' dimensions, in ``order`` (default: of first appearance).
     table_cells : list of numpy.ndarray
         For each table, the linked index of each of its cells (in that table's order).
     relations : scipy.sparse.csr_matrix
@@ -808,7 +811,7 @@ class LinkedTables(_CellSpace):
     (:attr:`union_table`): ``union_table.fill_margins(v)[union_index]``.
     """
 
-    def __init__(self, tables: Sequence[Table]):
+    def __init__(self, tables: Sequence[Table], order: Sequence[str] | None = None):
         tables = tuple(tables)
         if not tables:
             raise StructureError("linked tables need at least one table")
@@ -822,6 +825,12 @@ class LinkedTables(_CellSpace):
                         f"an earlier table ({_first_difference(known, h)})",
                         dimension=h.name,
                     )
+        if order is not None:
+            if sorted(order) != sorted(dims):
+                raise StructureError(
+                    f"the order {list(order)} does not name the tables' dimensions {list(dims)}"
+                )
+            dims = {n: dims[n] for n in order}
         self.tables = tables
         self.dimensions = tuple(dims.values())
         self.shape = tuple(h.n_codes for h in self.dimensions)
