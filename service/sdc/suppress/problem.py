@@ -76,8 +76,10 @@ class SearchProblem:
 
 
 def requirements(p: SearchProblem) -> list[tuple[int, float, float]]:
-    """(cell, direction, level) of every protection requirement, largest cells first."""
-    order = np.flatnonzero(p.sensitive)
+    """(cell, direction, level) of every protection requirement, largest cells first:
+    the sensitive cells', and those of the cells hidden for a dominance condition
+    (:func:`condition_requirements`: forced, with an upper level)."""
+    order = np.flatnonzero(p.sensitive | (p.upl > 0))
     order = order[np.argsort(-np.abs(p.values[order]), kind="stable")]
     out = []
     for i in order.tolist():
@@ -85,6 +87,66 @@ def requirements(p: SearchProblem) -> list[tuple[int, float, float]]:
         if p.lpl[i] > 0:
             out.append((i, -1.0, p.lpl[i]))
     return out
+
+
+def condition_requirements(
+    table: TableProblem, forbidden: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Cells the search protects upwards, and by how much, so that a pattern can escape
+    seed 001's dominance conditions (:class:`service.sdc.problem.RuleConditions`):
+    ``(cells, levels)``, one per condition it can read.
+
+    A condition on flagged cell ``c`` and its marginal ``m`` (1a: ``m - c <= t``; 2a:
+    ``t m - 100 c <= 0``; 1b, 2b the same along the other axis) fires as long as the rest
+    of the relation ``m = c + sum others`` stays small. Hiding ``c`` and ``m`` is not
+    enough when the others are published (seed 001, Example: key 1's zeros beside its
+    200), so one other cell ``o`` of that relation, the smallest not ``forbidden`` (a
+    zero first), is hidden and protected upwards: a deviation raising ``o`` by
+    ``L``, balanced by ``m`` or by ``c``, raises ``w x`` by ``L`` times the smaller of
+    ``|w_m|`` and ``|w_c|`` per unit, so ``L`` is what takes ``w x`` past the condition's
+    bound, rounded up to a whole number on count tables. The other cells of the rest can
+    cancel that rise only by falling, which published cells and zeros (at their bound 0)
+    cannot; the audit (:func:`service.sdc.audit.check_conditions`) decides in every case.
+    Until 2026-11-27 the search did not know these conditions, and seed 001's example
+    ended ``no_safe_pattern`` under the default ``zero_cells="dominant"``."""
+    cond = table.conditions
+    if cond is None or len(cond) == 0:
+        return np.zeros(0, np.int64), np.zeros(0)
+    a = table.relations.tocsc()
+    x = table.values
+    w = cond.weights.tocsr()
+    cells, levels = [], []
+    for i in range(len(cond)):  # a loop over the few flagged cells
+        c = int(cond.cell[i])
+        row = w.indices[w.indptr[i] : w.indptr[i + 1]]
+        coef = w.data[w.indptr[i] : w.indptr[i + 1]]
+        if len(row) != 2 or c not in row:
+            continue
+        m = int(row[row != c][0])
+        wm, wc = float(coef[row == m][0]), float(coef[row == c][0])
+        rows_c = a.indices[a.indptr[c] : a.indptr[c + 1]]
+        rows_m = a.indices[a.indptr[m] : a.indptr[m + 1]]
+        common = np.intersect1d(rows_c, rows_m)
+        if common.size == 0:
+            continue
+        r = int(common[0])
+        rel = table.relations.getrow(r)
+        others = rel.indices[(rel.indices != c) & (rel.indices != m)]
+        others = others[~forbidden[others]]
+        if others.size == 0:
+            continue
+        o = int(others[np.argmin(np.abs(x[others]))])
+        a_r = dict(zip(rel.indices.tolist(), rel.data.tolist(), strict=True))
+        per_unit = min(abs(wm * a_r[o] / a_r[m]), abs(wc * a_r[o] / a_r[c]))
+        need = float(cond.bound[i]) - float(coef @ x[row])
+        target = np.floor(need + 1e-9 * max(1.0, abs(need))) + 1.0 if table.integral else need
+        level = max(target, 0.0) / per_unit if per_unit > 0 else 0.0
+        if table.integral:
+            level = float(np.ceil(level - 1e-9))
+        if level > 0:
+            cells.append(o)
+            levels.append(level)
+    return np.asarray(cells, np.int64), np.asarray(levels, float)
 
 
 def prepare(table: TableProblem, cost, forbidden, forced, deadline: float) -> SearchProblem:
@@ -115,6 +177,13 @@ def prepare(table: TableProblem, cost, forbidden, forced, deadline: float) -> Se
         )
     allowed = ~forbidden & (x != 0)
     audited = replace(table, upper_protection=upl, lower_protection=lpl)
+    # The search's own requirements for seed 001's dominance conditions (count tables):
+    # a cell of the rest of the flagged cell's row to hide and raise (the audit decides).
+    rest, rise = condition_requirements(table, forbidden)
+    forced = forced.copy()
+    forced[rest] = True
+    upl = upl.copy()
+    np.maximum.at(upl, rest, rise)
     return SearchProblem(
         audited,
         a,
