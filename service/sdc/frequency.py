@@ -789,17 +789,7 @@ def extended_threshold_rules_on_table(
     at the totals of all targets. A key's total is not treated as its top area, so a
     subtotal level and the total can give different verdicts for the same counts.
     """
-    dims = table.dimensions
-    grid = np.asarray(counts).reshape(table.shape)
-    pos = [
-        np.flatnonzero(h.is_leaf) if a in key_axes or a in target_axes else np.arange(h.n_codes)
-        for a, h in enumerate(dims)
-    ]
-    hierarchies, areas = {}, {}
-    for a in key_axes:  # a loop over the few key dimensions
-        parents, areas[a] = _key_levels(dims[a])
-        if parents:
-            hierarchies[a] = KeyHierarchy(parents)
+    grid, pos, hierarchies, areas = _on_table(table, counts, key_axes, target_axes)
     result = extended_threshold_rules(
         grid[np.ix_(*pos)], key_axes, target_axes, config, hierarchies
     )
@@ -829,6 +819,24 @@ def extended_threshold_rules_on_table(
     return out.reshape(-1)
 
 
+def _on_table(table: Table, counts, key_axes: Sequence[int], target_axes: Sequence[int]):
+    """What the rules on a structured table share: the counts as a grid, each
+    dimension's positions the rules read (leaves of the key and target dimensions, every
+    code of the others), the key hierarchies and their areas per key dimension."""
+    dims = table.dimensions
+    grid = np.asarray(counts).reshape(table.shape)
+    pos = [
+        np.flatnonzero(h.is_leaf) if a in key_axes or a in target_axes else np.arange(h.n_codes)
+        for a, h in enumerate(dims)
+    ]
+    hierarchies, areas = {}, {}
+    for a in key_axes:  # a loop over the few key dimensions
+        parents, areas[a] = _key_levels(dims[a])
+        if parents:
+            hierarchies[a] = KeyHierarchy(parents)
+    return grid, pos, hierarchies, areas
+
+
 def dominance_conditions_on_table(
     table: Table,
     counts,
@@ -851,17 +859,7 @@ def dominance_conditions_on_table(
     at every key's total). Zero cells flagged by ``zero_cells="informative"`` are
     protected as cells (their intervals); their row's condition is the dominant cell's.
     """
-    dims = table.dimensions
-    grid = np.asarray(counts).reshape(table.shape)
-    pos = [
-        np.flatnonzero(h.is_leaf) if a in key_axes or a in target_axes else np.arange(h.n_codes)
-        for a, h in enumerate(dims)
-    ]
-    hierarchies, areas = {}, {}
-    for a in key_axes:  # a loop over the few key dimensions
-        parents, areas[a] = _key_levels(dims[a])
-        if parents:
-            hierarchies[a] = KeyHierarchy(parents)
+    grid, pos, hierarchies, areas = _on_table(table, counts, key_axes, target_axes)
     c = _counts(grid[np.ix_(*pos)], min_ndim=2)
     cell_of = np.arange(table.n_cells).reshape(table.shape)
     total = np.zeros(1, dtype=np.int64)  # the root comes first in every dimension
