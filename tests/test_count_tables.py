@@ -531,3 +531,37 @@ def test_the_search_raises_one_cell_of_the_rest_past_each_condition():
     forbidden = none.copy()
     forbidden[k1b] = True
     assert k1b not in condition_requirements(problem, forbidden)[0].tolist()
+
+
+def test_a_rest_cell_is_raised_no_further_than_its_bound():
+    """k1,B of the table above with an a-priori upper bound of 2: the search raises it by
+    2, not 4 (its bound), so it never names k1,B, a cell nobody flagged, as one it cannot
+    protect; the audit then finds rule 1a still proven (a rest of at most 2 <= 3) and the
+    verdict names k1,A."""
+    from service.sdc import frequency
+    from service.sdc.problem import TableProblem
+    from service.sdc.suppress import suppress
+    from service.sdc.suppress.problem import condition_requirements
+    from service.sdc.table import Hierarchy, Table
+
+    table = Table([Hierarchy.flat("k", ["k1", "k2", "k3"]), Hierarchy.flat("y", ["A", "B"])])
+    values = np.where(table.is_leaf, 0.0, np.nan)
+    for key in [("k1", "A"), ("k2", "A"), ("k2", "B"), ("k3", "A"), ("k3", "B")]:
+        values[table.cell_index(key)] = 10
+    values = table.fill_margins(values)
+    cond = frequency.dominance_conditions_on_table(
+        table, values, (0,), (1,), frequency.ExtendedThresholdConfig(t_key_abs=3)
+    )
+    k1b = table.cell_index(("k1", "B"))
+    upper = np.full(table.n_cells, np.inf)
+    upper[k1b] = 2.0
+    flagged = np.zeros(table.n_cells, bool)
+    flagged[cond.cell] = True  # as the service marks them (rule 1a)
+    problem = TableProblem.of(
+        table, values, flagged, upper_bounds=upper, integral=True, conditions=cond
+    )
+    cells, levels = condition_requirements(problem, np.zeros(table.n_cells, bool))
+    assert levels[cells.tolist().index(k1b)] == 2.0
+    r = suppress(problem, cost=np.ones(table.n_cells), method="fast", time_limit=10)
+    assert r.status == "no_safe_pattern" and "dominance rules" in r.message
+    assert r.unprotected.tolist() == [table.cell_index(("k1", "A"))]

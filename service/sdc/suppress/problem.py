@@ -143,6 +143,9 @@ def condition_requirements(
         level = max(target, 0.0) / per_unit if per_unit > 0 else 0.0
         if table.integral:
             level = float(np.ceil(level - 1e-9))
+        # No further than its a-priori bound (else the search would name o, a cell the
+        # caller never flagged, as unprotectable); the audit decides what that leaves.
+        level = min(level, float(table.upper_bounds[o] - x[o]))
         if level > 0:
             cells.append(o)
             levels.append(level)
