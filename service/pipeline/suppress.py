@@ -104,10 +104,12 @@ def protect(
     time_limit = resolved.time_limit
     with core_errors(TABLE_FIELDS, inputs.request_of_cell):
         cost = cell_costs(body.cost, inputs.values, inputs.n_contributors, weights)
+    # After the problem is made (count tables' conditions are pruned there), so that
+    # its time is deducted from the request's limit too.
+    problem = table_problem(inputs, body.structure.tolerance)
     left = (
         time_limit - (time.perf_counter() - started) - min(REPLY_SECONDS, REPLY_SHARE * time_limit)
     )
-    problem = table_problem(inputs, body.structure.tolerance)
     with core_errors(TABLE_FIELDS, inputs.request_of_cell):
         result = suppress(
             problem,
