@@ -365,3 +365,31 @@ def test_suppress_deducts_the_making_of_its_problem_from_the_time_limit(client, 
     assert r.status_code == 200, r.text
     (got,) = given
     assert 0.0 < got <= limit - 0.4
+
+
+def test_audit_deducts_the_making_of_its_problem_from_the_time_limit(client, monkeypatch):
+    """/v1/audit's solve gets ``time_limit`` less the reading of the table and the making
+    of the problem (count tables' dominance conditions are pruned there, up to 5 s),
+    which until 2026-11-27 came on top of it. Made slow here (0.4 s of a limit of 2)."""
+    from schemas.tables import AuditRequest
+    from service.pipeline import audit as pipeline
+
+    make, solve = pipeline.table_problem, pipeline.audit_pattern
+    given = []
+
+    def slow_make(*args, **kwargs):
+        time.sleep(0.4)
+        return make(*args, **kwargs)
+
+    def timed_solve(*args, time_limit, **kwargs):
+        given.append(time_limit)
+        return solve(*args, time_limit=time_limit, **kwargs)
+
+    monkeypatch.setattr(pipeline, "table_problem", slow_make)
+    monkeypatch.setattr(pipeline, "audit_pattern", timed_solve)
+    limit = 2.0
+    body = {**AuditRequest.model_config["json_schema_extra"]["examples"][0], "time_limit": limit}
+    r = client.post("/v1/audit", json=body)
+    assert r.status_code == 200, r.text
+    (got,) = given
+    assert 0.0 < got <= limit - 0.4
