@@ -337,44 +337,24 @@ def test_adjust_time_limit_is_the_whole_request(client, monkeypatch, prepared):
         assert "time limit" in solver["message"]
 
 
-def test_suppress_deducts_the_making_of_its_problem_from_the_time_limit(client, monkeypatch):
-    """/v1/suppress's search gets the request's limit less what was spent before it,
-    the making of the core's problem included (count tables' dominance conditions are
-    pruned there, up to 5 s): until 2026-11-27 the limit was read before the problem
-    was made, so that time came on top of it. The problem is made slow here (0.4 s of a
-    limit of 2): the search gets at most 2 - 0.4 less the reply's share."""
-    from schemas.tables import SuppressRequest
-    from service.pipeline import suppress as pipeline
+@pytest.mark.parametrize(
+    "route, request_class, solver",
+    [("suppress", "SuppressRequest", "suppress"), ("audit", "AuditRequest", "audit_pattern")],
+)
+def test_the_making_of_the_problem_is_deducted_from_the_time_limit(
+    client, monkeypatch, route, request_class, solver
+):
+    """/v1/suppress's search and /v1/audit's solve get the request's limit less what was
+    spent before them, the making of the core's problem included (count tables'
+    dominance conditions are pruned there, up to 5 s): until 2026-11-27 that time came
+    on top of the limit. The problem is made slow here (0.4 s of a limit of 2): the
+    solver gets at most 2 - 0.4."""
+    import importlib
 
-    make, search = pipeline.table_problem, pipeline.suppress
-    given = []
+    import schemas.tables
 
-    def slow_make(*args, **kwargs):
-        time.sleep(0.4)
-        return make(*args, **kwargs)
-
-    def timed_search(*args, time_limit, **kwargs):
-        given.append(time_limit)
-        return search(*args, time_limit=time_limit, **kwargs)
-
-    monkeypatch.setattr(pipeline, "table_problem", slow_make)
-    monkeypatch.setattr(pipeline, "suppress", timed_search)
-    limit = 2.0
-    body = {**SuppressRequest.model_config["json_schema_extra"]["examples"][0], "time_limit": limit}
-    r = client.post("/v1/suppress", json=body)
-    assert r.status_code == 200, r.text
-    (got,) = given
-    assert 0.0 < got <= limit - 0.4
-
-
-def test_audit_deducts_the_making_of_its_problem_from_the_time_limit(client, monkeypatch):
-    """/v1/audit's solve gets ``time_limit`` less the reading of the table and the making
-    of the problem (count tables' dominance conditions are pruned there, up to 5 s),
-    which until 2026-11-27 came on top of it. Made slow here (0.4 s of a limit of 2)."""
-    from schemas.tables import AuditRequest
-    from service.pipeline import audit as pipeline
-
-    make, solve = pipeline.table_problem, pipeline.audit_pattern
+    pipeline = importlib.import_module(f"service.pipeline.{route}")
+    make, solve = pipeline.table_problem, getattr(pipeline, solver)
     given = []
 
     def slow_make(*args, **kwargs):
@@ -386,10 +366,11 @@ def test_audit_deducts_the_making_of_its_problem_from_the_time_limit(client, mon
         return solve(*args, time_limit=time_limit, **kwargs)
 
     monkeypatch.setattr(pipeline, "table_problem", slow_make)
-    monkeypatch.setattr(pipeline, "audit_pattern", timed_solve)
+    monkeypatch.setattr(pipeline, solver, timed_solve)
     limit = 2.0
-    body = {**AuditRequest.model_config["json_schema_extra"]["examples"][0], "time_limit": limit}
-    r = client.post("/v1/audit", json=body)
+    example = getattr(schemas.tables, request_class).model_config["json_schema_extra"]
+    body = {**example["examples"][0], "time_limit": limit}
+    r = client.post(f"/v1/{route}", json=body)
     assert r.status_code == 200, r.text
     (got,) = given
     assert 0.0 < got <= limit - 0.4

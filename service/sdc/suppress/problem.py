@@ -112,7 +112,8 @@ def condition_requirements(
     cond = table.conditions
     if cond is None or len(cond) == 0:
         return np.zeros(0, np.int64), np.zeros(0)
-    a = table.relations.tocsc()
+    by_row = table.relations
+    a = by_row.tocsc()
     x = table.values
     w = cond.weights.tocsr()
     cells, levels = [], []
@@ -130,13 +131,12 @@ def condition_requirements(
         if common.size == 0:
             continue
         r = int(common[0])
-        rel = table.relations.getrow(r)
-        others = rel.indices[(rel.indices != c) & (rel.indices != m)]
-        others = others[~forbidden[others]]
+        members = by_row.indices[by_row.indptr[r] : by_row.indptr[r + 1]]
+        a_r = dict(zip(members.tolist(), by_row.data[by_row.indptr[r] : by_row.indptr[r + 1]]))
+        others = members[(members != c) & (members != m) & ~forbidden[members]]
         if others.size == 0:
             continue
         o = int(others[np.argmin(np.abs(x[others]))])
-        a_r = dict(zip(rel.indices.tolist(), rel.data.tolist(), strict=True))
         per_unit = min(abs(wm * a_r[o] / a_r[m]), abs(wc * a_r[o] / a_r[c]))
         need = float(cond.bound[i]) - float(coef @ x[row])
         target = np.floor(need + 1e-9 * max(1.0, abs(need))) + 1.0 if table.integral else need
