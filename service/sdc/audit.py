@@ -377,26 +377,15 @@ def feasibility_intervals(
             blocks.indices[start_nz:end_nz] - r0,
             blocks.data[start_nz:end_nz],
         )
+        group = (block, rhs_sorted[r0:r1], p.tolerance, lb[js], ub[js], deadline)
         if witness is None:
             lo, hi, n_solved, outcome = _bound_group(
-                block,
-                rhs_sorted[r0:r1],
-                p.tolerance,
-                lb[js],
-                ub[js],
-                deadline,
-                integral,
-                p.values[cells[js]] if integral else None,
+                *group, integral, p.values[cells[js]] if integral else None
             )
         else:
             w_lo, w_hi, w_sens, w_up, w_low = (w[js] for w in witness)
             lo, hi, n_solved, outcome, inner[js] = _inner_group(
-                block,
-                rhs_sorted[r0:r1],
-                p.tolerance,
-                lb[js],
-                ub[js],
-                deadline,
+                *group,
                 p.values[cells[js]],
                 w_lo.copy(),
                 w_hi.copy(),
