@@ -386,23 +386,48 @@ def test_a_request_cut_by_the_shutdown_period_gets_a_json_503(monkeypatch):
     assert "shutting down" in r.json()["detail"][0]["message"]
 
 
+def _large_count_table(n: int = 48) -> dict:
+    """An n x n count table (2,401 cells with its margins at n = 48, over the inline
+    limit of the compute pool), every count 10 but a few of 1 or 2 (sensitive under the
+    threshold 3): replies of 200-600 KB."""
+    counts = {(f"r{i}", f"c{j}"): 10 for i in range(n) for j in range(n)}
+    for i in range(0, n, 7):
+        counts[f"r{i}", f"c{(3 * i) % n}"] = 1 + i % 2
+    return {
+        "structure": {
+            "dimensions": [
+                {"name": "r", "leaves": [f"r{i}" for i in range(n)]},
+                {"name": "c", "leaves": [f"c{j}" for j in range(n)]},
+            ]
+        },
+        "cells": [{"key": list(k), "value": v} for k, v in counts.items()],
+        "counts": {"threshold": 3},
+    }
+
+
+def _reply_threads(monkeypatch) -> list[str]:
+    """The names of the threads that serialise replies of over 50 KB, as they do."""
+    from service.api import responses
+
+    threads: list[str] = []
+    dumps = responses.orjson.dumps
+
+    def recorded(*args, **kwargs):
+        out = dumps(*args, **kwargs)
+        if len(out) > 50_000:
+            threads.append(threading.current_thread().name)
+        return out
+
+    monkeypatch.setattr(responses.orjson, "dumps", recorded)
+    return threads
+
+
 def test_a_large_frequency_reply_is_serialised_in_the_pool(make_client, monkeypatch):
     """A count table of 100 x 100 codes sent as one cell: its reply of 10,000 cells is
     computed in the pool and serialised there too, not on the event loop (10^6 reply
     cells from a 16 KB request held the loop 0.4-1 s to serialise and as long to free:
     a campaign, h51)."""
-    from service.api import responses
-
-    threads = []
-    dumps = responses.orjson.dumps
-
-    def recorded(*args, **kwargs):
-        out = dumps(*args, **kwargs)
-        if len(out) > 100_000:
-            threads.append(threading.current_thread().name)
-        return out
-
-    monkeypatch.setattr(responses.orjson, "dumps", recorded)
+    threads = _reply_threads(monkeypatch)
     body = {
         "dimensions": [
             {"name": "k", "codes": [f"k{i}" for i in range(100)]},
@@ -414,4 +439,40 @@ def test_a_large_frequency_reply_is_serialised_in_the_pool(make_client, monkeypa
     r = make_client().post("/v1/frequency/sensitivity", json=body)
     assert r.status_code == 200, r.text
     assert len(r.json()["cells"]) == 10_000
+    assert threads and all(name.startswith("sdc-compute") for name in threads), threads
+
+
+def _audit_body() -> dict:
+    body = _large_count_table()
+    for cell in body["cells"]:
+        cell["suppressed"] = cell["value"] < 3 or int(cell["key"][1][1:]) < 12
+    return body
+
+
+def _adjust_body() -> dict:
+    body = _large_count_table()
+    body.pop("counts")
+    body["cells"][0]["protection"] = {"upper": 3, "lower": 3}
+    return body
+
+
+@pytest.mark.parametrize(
+    "route, make_body, listed",
+    [
+        ("/v1/suppress", _large_count_table, 48 * 48),
+        ("/v1/audit", _audit_body, 48 * 12),  # the hidden cells
+        ("/v1/round", lambda: {**_large_count_table(), "base": 5}, 48 * 48),
+        ("/v1/adjust", _adjust_body, 48 * 48),
+    ],
+)
+def test_every_large_reply_is_serialised_in_the_pool(
+    make_client, monkeypatch, route, make_body, listed
+):
+    """The other routes' replies as the frequency route's: serialised where they were
+    computed, not on the event loop (until 2026-11-27 only the frequency route's were: a
+    suppression reply of 195,000 cells held the loop about 0.2 s)."""
+    threads = _reply_threads(monkeypatch)
+    r = make_client().post(route, json=make_body())
+    assert r.status_code == 200, r.text
+    assert len(r.json()["cells"]) >= listed
     assert threads and all(name.startswith("sdc-compute") for name in threads), threads

@@ -14,7 +14,7 @@ from service.pipeline.limits import check_cell_count
 from .body import openapi_body, validated
 from .compute_pool import compute
 from .deps import CallerDep, SettingsDep
-from .responses import JSONBytes
+from .responses import JSONBytes, rendered
 from .routing import post
 
 
@@ -40,10 +40,14 @@ async def adjust_route(request: Request, caller: CallerDep, settings: SettingsDe
     body = await validated(request, AdjustRequest)
     check_cell_count(len(body.cells), settings.max_cells)
     resolved = resolve_adjust_request(body, settings)
-    reply = await compute(
-        adjust_table, body, resolved, started, caller.sees_diagnostics, size=len(body.cells)
+    reply, solver = await compute(
+        rendered(adjust_table, "solver"),
+        body,
+        resolved,
+        started,
+        caller.sees_diagnostics,
+        size=len(body.cells),
     )
-    solver = reply["solver"]
     request.app.state.metrics.observe_solve(
         f"adjust_{solver['method']}", solver["status"], solver["seconds"]
     )

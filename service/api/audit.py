@@ -13,7 +13,7 @@ from service.pipeline.tables import resolve_table_request
 from .body import openapi_body, validated
 from .compute_pool import compute
 from .deps import CallerDep, SettingsDep
-from .responses import JSONBytes
+from .responses import JSONBytes, rendered
 from .routing import post
 
 
@@ -42,7 +42,7 @@ async def audit(request: Request, caller: CallerDep, settings: SettingsDep):
     check_cell_count(len(body.cells), settings.max_cells)
     resolved = resolve_table_request(body, settings)
     reply, solve = await compute(
-        audit_pattern, body, resolved, caller.sees_diagnostics, size=len(body.cells)
+        rendered(audit_pattern), body, resolved, caller.sees_diagnostics, size=len(body.cells)
     )
     request.app.state.metrics.observe_solve("audit", *solve)
     return JSONBytes(reply)

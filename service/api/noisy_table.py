@@ -13,7 +13,7 @@ from service.pipeline.noisy_table import noisy_table, resolve
 from .body import openapi_body, validated
 from .compute_pool import compute
 from .deps import CallerDep, SettingsDep
-from .responses import JSONBytes
+from .responses import JSONBytes, rendered
 from .routing import post
 
 
@@ -41,5 +41,7 @@ async def noise_route(request: Request, caller: CallerDep, settings: SettingsDep
         # respondent's multiplier off the replies: the filter role names a profile.
         raise HTTPException(403, "the filter role names a profile; 'noise' needs the analyst role")
     setup = resolve(body, settings)
-    reply = await compute(noisy_table, body, setup, settings, diagnostics, size=len(body.cells))
+    (reply,) = await compute(
+        rendered(noisy_table), body, setup, settings, diagnostics, size=len(body.cells)
+    )
     return JSONBytes(reply)

@@ -24,7 +24,7 @@ from .access import Caller
 from .body import openapi_body, validated
 from .compute_pool import compute
 from .deps import CallerDep
-from .responses import JSONBytes
+from .responses import JSONBytes, rendered
 from .routing import post
 
 
@@ -64,13 +64,19 @@ async def answer(request: Request, caller: Caller) -> JSONBytes:
             403, "the filter role names a profile; an inline policy needs the analyst role"
         )
     rules, policy = policy_of(body, settings, diagnostics)
-    reply, stopped = await compute(
-        screen, body, rules, policy, settings.noise_secret, diagnostics, size=len(body.cells)
+    reply, decision, stopped = await compute(
+        rendered(screen, "decision"),
+        body,
+        rules,
+        policy,
+        settings.noise_secret,
+        diagnostics,
+        size=len(body.cells),
     )
     metrics = request.app.state.metrics
     metrics.cells_evaluated.inc(len(body.cells))
     metrics.sensitive_cells.inc(stopped)
-    _decision_counter(metrics.filter_decisions, reply["decision"]).inc()
+    _decision_counter(metrics.filter_decisions, decision).inc()
     return JSONBytes(reply)
 
 

@@ -15,7 +15,7 @@ from service.pipeline.tables import resolve_table_request
 from .body import openapi_body, validated
 from .compute_pool import compute
 from .deps import CallerDep, SettingsDep
-from .responses import JSONBytes
+from .responses import JSONBytes, rendered
 from .routing import post
 
 
@@ -43,10 +43,14 @@ async def round_route(request: Request, caller: CallerDep, settings: SettingsDep
     body = await validated(request, RoundRequest)
     check_cell_count(len(body.cells), settings.max_cells)
     resolved = resolve_table_request(body, settings)
-    reply, error = await compute(
-        round_table, body, resolved, started, caller.sees_diagnostics, size=len(body.cells)
+    reply, solver, error = await compute(
+        rendered(round_table, "solver"),
+        body,
+        resolved,
+        started,
+        caller.sees_diagnostics,
+        size=len(body.cells),
     )
-    solver = reply["solver"]
     request.app.state.metrics.observe_solve(
         f"round_{solver['method']}", solve_outcome(solver["status"]), solver["seconds"]
     )

@@ -13,7 +13,7 @@ from service.pipeline.sensitivity import assess
 from .body import openapi_body, validated
 from .compute_pool import compute
 from .deps import CallerDep, SettingsDep
-from .responses import JSONBytes
+from .responses import JSONBytes, rendered
 from .routing import post
 
 
@@ -37,7 +37,7 @@ async def sensitivity(request: Request, caller: CallerDep, settings: SettingsDep
     check_cell_count(len(body.cells), settings.max_cells)
     spec, disclose = resolve_rules(body.rules, body.profile, settings)
     reply, n_sensitive = await compute(
-        assess, body, spec, disclose, caller.sees_diagnostics, size=len(body.cells)
+        rendered(assess), body, spec, disclose, caller.sees_diagnostics, size=len(body.cells)
     )
     metrics = request.app.state.metrics
     metrics.cells_evaluated.inc(len(body.cells))

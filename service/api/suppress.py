@@ -15,7 +15,7 @@ from service.pipeline.tables import resolve_table_request
 from .body import openapi_body, validated
 from .compute_pool import compute
 from .deps import CallerDep, SettingsDep
-from .responses import JSONBytes
+from .responses import JSONBytes, rendered
 from .routing import post
 
 
@@ -46,10 +46,14 @@ async def suppress_route(request: Request, caller: CallerDep, settings: Settings
     body = await validated(request, SuppressRequest)
     check_cell_count(len(body.cells), settings.max_cells)
     resolved = resolve_table_request(body, settings)
-    reply = await compute(
-        protect, body, resolved, started, caller.sees_diagnostics, size=len(body.cells)
+    reply, solver = await compute(
+        rendered(protect, "solver"),
+        body,
+        resolved,
+        started,
+        caller.sees_diagnostics,
+        size=len(body.cells),
     )
-    solver = reply["solver"]
     request.app.state.metrics.observe_solve(
         f"suppress_{solver['method']}", solve_outcome(solver["status"]), solver["seconds"]
     )
