@@ -60,7 +60,12 @@ Readings
 --------
 * Zero cells are never complements (seed 003 B.2: a zero cell protects nothing under
   subadditive rules, and its interval would reveal the zero); neither are cells the caller
-  forbids. Sensitive zero cells are still suppressed.
+  forbids. Sensitive zero cells are still suppressed. The exception: count tables under
+  seed 001's extended rules (dominance conditions), where a published zero is itself
+  what discloses ("everybody else in this row has Y = A") and a hidden one, free to be
+  more than 0, is what escapes the condition. There zeros may be complements (since
+  2026-11-27: before, 36 of 80 small random tables of this kind ended
+  ``no_safe_pattern`` though hiding every cell was safe; with zeros 5 of 80).
 * A sensitive cell whose protection levels are both 0 (frequency rules without a range)
   must at least not be disclosed exactly: it is given an upper level of
   ``1e-4 max(1, |a_i|)``, above the audit's exactness tolerance.

@@ -178,7 +178,10 @@ def prepare(table: TableProblem, cost, forbidden, forced, deadline: float) -> Se
         raise InputError(
             "a cell cannot be both forbidden and sensitive or forced", field="forbidden", cell=j
         )
-    allowed = ~forbidden & (x != 0)
+    # Zeros are complements only where seed 001's dominance conditions make them
+    # information (module :mod:`service.sdc.suppress`, Readings).
+    zeros_inform = table.conditions is not None and len(table.conditions) > 0
+    allowed = ~forbidden & ((x != 0) | zeros_inform)
     audited = replace(table, upper_protection=upl, lower_protection=lpl)
     # The search's own requirements for seed 001's dominance conditions (count tables):
     # a cell of the rest of the flagged cell's row to hide and raise (the audit decides).
