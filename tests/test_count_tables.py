@@ -337,6 +337,34 @@ def test_zeros_are_complements_under_the_dominance_conditions(client, method):
         assert reply["solver"]["status"] == "optimal"
 
 
+@pytest.mark.parametrize("method", ["fast", "exact"])
+def test_a_condition_across_levels_of_a_key_hierarchy_is_searched(client, method):
+    """Key d (under area S) holds both respondents of target B: rule 1b flags d,B
+    against the grand total of B, two levels up, and no relation holds both cells (B's
+    are Total = N + S, N = a + b, S = c + d). The search raised no cell for that condition
+    (it looked for a relation holding both) and the audit refused what was left:
+    no_safe_pattern until 2026-11-27. Now the rest is raised within d's own relation (c,B,
+    a zero), whose total S,B carries the rise up to the grand total."""
+    rows = {"a": [0, 0, 0], "b": [2, 0, 15], "c": [8, 0, 4], "d": [4, 2, 1]}
+    body = {
+        "structure": {
+            "dimensions": [
+                {"name": "k", "children": {"Total": ["N", "S"], "N": ["a", "b"], "S": ["c", "d"]}},
+                {"name": "y", "leaves": ["A", "B", "C"]},
+            ]
+        },
+        "cells": [
+            {"key": [k, y], "value": v} for k, row in rows.items() for y, v in zip("ABC", row)
+        ],
+        "counts": {"extended": {"t_key_abs": 1}, "keys": ["k"], "targets": ["y"]},
+        "method": method,
+    }
+    reply = client.post("/v1/suppress", json=body).json()
+    assert reply["safe"] and reply["audit"]["verdict"] == "safe", reply["solver"]
+    status = {tuple(c["key"]): c["status"] for c in reply["cells"]}
+    assert status["d", "B"] == "primary" and status["c", "B"] == "secondary"
+
+
 def test_a_rest_the_relations_alone_fix_is_not_held_against_the_pattern(client):
     """A target with one category: every row is all of it whatever is published (the
     structure says so), so rule 1a's condition is not a disclosure of the pattern."""

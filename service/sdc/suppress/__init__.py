@@ -65,7 +65,8 @@ Readings
   what discloses ("everybody else in this row has Y = A") and a hidden one, free to be
   more than 0, is what escapes the condition. There zeros may be complements (since
   2026-11-27: before, 36 of 80 small random tables of this kind ended
-  ``no_safe_pattern`` though hiding every cell was safe; with zeros 5 of 80).
+  ``no_safe_pattern`` though hiding every cell was safe; with zeros 5 of 80, and 2 with
+  :func:`.problem.condition_requirements` reaching across hierarchy levels).
 * A sensitive cell whose protection levels are both 0 (frequency rules without a range)
   must at least not be disclosed exactly: it is given an upper level of
   ``1e-4 max(1, |a_i|)``, above the audit's exactness tolerance.

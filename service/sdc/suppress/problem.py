@@ -100,15 +100,17 @@ def condition_requirements(
     ``t m - 100 c <= 0``; 1b, 2b the same along the other axis) fires as long as the rest
     of the relation ``m = c + sum others`` stays small. Hiding ``c`` and ``m`` is not
     enough when the others are published (seed 001, Example: key 1's zeros beside its
-    200), so one other cell ``o`` of that relation, the smallest not ``forbidden`` (a
-    zero first), is hidden and protected upwards: a deviation raising ``o`` by
-    ``L``, balanced by ``m`` or by ``c``, raises ``w x`` by ``L`` times the smaller of
-    ``|w_m|`` and ``|w_c|`` per unit, so ``L`` is what takes ``w x`` past the condition's
-    bound, rounded up to a whole number on count tables. The other cells of the rest can
-    cancel that rise only by falling, which published cells and zeros (at their bound 0)
-    cannot; the audit (:func:`service.sdc.audit.check_conditions`) decides in every case.
-    Until 2026-11-27 the search did not know these conditions, and seed 001's example
-    ended ``no_safe_pattern`` under the default ``zero_cells="dominant"``."""
+    200), so one other cell ``o`` of that relation (where ``m`` lies levels above ``c`` in
+    a hierarchy, of ``c``'s own relation toward ``m``: :func:`_relation_towards`), the
+    smallest not ``forbidden`` (a zero first), is hidden and protected upwards: a
+    deviation raising ``o`` by ``L``, balanced by ``m`` or by ``c``, raises ``w x`` by
+    ``L`` times the smaller of ``|w_m|`` and ``|w_c|`` per unit, so ``L`` is what takes
+    ``w x`` past the condition's bound, rounded up to a whole number on count tables.
+    The other cells of the rest can cancel that rise only by falling, which published
+    cells and zeros (at their bound 0) cannot; the audit
+    (:func:`service.sdc.audit.check_conditions`) decides in every case. Until 2026-11-27
+    the search did not know these conditions, and seed 001's example ended
+    ``no_safe_pattern`` under the default ``zero_cells="dominant"``."""
     cond = table.conditions
     if cond is None or len(cond) == 0:
         return np.zeros(0, np.int64), np.zeros(0)
@@ -125,19 +127,17 @@ def condition_requirements(
             continue
         m = int(row[row != c][0])
         wm, wc = float(coef[row == m][0]), float(coef[row == c][0])
-        rows_c = a.indices[a.indptr[c] : a.indptr[c + 1]]
-        rows_m = a.indices[a.indptr[m] : a.indptr[m + 1]]
-        common = np.intersect1d(rows_c, rows_m)
-        if common.size == 0:
+        found = _relation_towards(by_row, a, c, m)
+        if found is None:
             continue
-        r = int(common[0])
+        r, t = found
         members = by_row.indices[by_row.indptr[r] : by_row.indptr[r + 1]]
         a_r = dict(zip(members.tolist(), by_row.data[by_row.indptr[r] : by_row.indptr[r + 1]]))
-        others = members[(members != c) & (members != m) & ~forbidden[members]]
+        others = members[(members != c) & (members != t) & ~forbidden[members]]
         if others.size == 0:
             continue
         o = int(others[np.argmin(np.abs(x[others]))])
-        per_unit = min(abs(wm * a_r[o] / a_r[m]), abs(wc * a_r[o] / a_r[c]))
+        per_unit = min(abs(wm * a_r[o] / a_r[t]), abs(wc * a_r[o] / a_r[c]))
         need = float(cond.bound[i]) - float(coef @ x[row])
         target = np.floor(need + 1e-9 * max(1.0, abs(need))) + 1.0 if table.integral else need
         level = max(target, 0.0) / per_unit if per_unit > 0 else 0.0
@@ -150,6 +150,45 @@ def condition_requirements(
             cells.append(o)
             levels.append(level)
     return np.asarray(cells, np.int64), np.asarray(levels, float)
+
+
+def _relation_towards(by_row: sp.csr_matrix, by_col: sp.csc_matrix, c: int, m: int):
+    """``(r, t)``: the relation ``r`` in which cell ``c`` is a part of the total ``t`` that
+    is ``m`` or lies below it (``m`` a total of ``t``, of a total of ``t``, ...), or
+    ``None``. In a hierarchy a dominance condition may set a leaf against a marginal two
+    or more levels up (seed 001, "Hierarchical variables": key d under area S against the
+    grand total), with no relation holding both; the rest is then raised within ``c``'s
+    own relation, whose total carries the rise up to ``m``. A relation's total is its
+    member whose coefficient has the sign no other member has (a table's relations are
+    ``total - sum of parts = 0``, with either sign)."""
+
+    def total_of(r: int) -> int | None:
+        lo, hi = by_row.indptr[r], by_row.indptr[r + 1]
+        cells, signs = by_row.indices[lo:hi], np.sign(by_row.data[lo:hi])
+        alone = [k for k in range(len(cells)) if (signs == signs[k]).sum() == 1]
+        return int(cells[alone[0]]) if len(alone) == 1 and len(cells) > 2 else None
+
+    def parts_of(cell: int) -> list[tuple[int, int]]:
+        # The relations in which ``cell`` is a part, with their totals.
+        rows = by_col.indices[by_col.indptr[cell] : by_col.indptr[cell + 1]]
+        out = []
+        for r in rows.tolist():
+            t = total_of(r)
+            if t is not None and t != cell:
+                out.append((r, t))
+        return out
+
+    for r, t in parts_of(c):
+        # Up from t, part to total, until m (a hierarchy is a few levels deep).
+        seen, frontier = {t}, [t]
+        while frontier:
+            if m in seen:
+                return r, t
+            frontier = [u for cell in frontier for _, u in parts_of(cell) if u not in seen]
+            seen.update(frontier)
+        if m in seen:
+            return r, t
+    return None
 
 
 def prepare(table: TableProblem, cost, forbidden, forced, deadline: float) -> SearchProblem:
