@@ -365,6 +365,44 @@ def test_a_condition_across_levels_of_a_key_hierarchy_is_searched(client, method
     assert status["d", "B"] == "primary" and status["c", "B"] == "secondary"
 
 
+@pytest.mark.parametrize("method", ["fast", "exact"])
+def test_a_raised_cell_cancelled_by_the_rest_gets_a_second_search(client, method):
+    """Key b is (0, 1, 2) with its total 3 and the threshold 3: rule 1a flags b,B and
+    b,C ("informative" flags the zero b,A too). The search raised b,A past the rule, but
+    a deviation lowering b,C as b,A rises meets that requirement while the rest of the
+    row stays put; with b's total published, every consistent table still fires the
+    rule, and the audit refused the pattern: no_safe_pattern until 2026-11-27. A second
+    search forces the support of a deviation that raises the rest itself (b's total
+    hidden with it); exact says what it found, not that it is optimal (its optimum is
+    that of the table with those cells forced)."""
+    rows = {"a": [8, 8, 8], "b": [0, 1, 2], "c": [1, 4, 1], "d": [4, 1, 0]}
+    body = {
+        "structure": {
+            "dimensions": [
+                {"name": "k", "children": {"Total": ["N", "S"], "N": ["a", "b"], "S": ["c", "d"]}},
+                {"name": "y", "leaves": ["A", "B", "C"]},
+            ]
+        },
+        "cells": [
+            {"key": [k, y], "value": v} for k, row in rows.items() for y, v in zip("ABC", row)
+        ],
+        "counts": {
+            "extended": {"zero_cells": "informative", "t_key_abs": 3},
+            "keys": ["k"],
+            "targets": ["y"],
+        },
+        "method": method,
+    }
+    reply = client.post("/v1/suppress", json=body).json()
+    assert reply["safe"] and reply["audit"]["verdict"] == "safe", reply["solver"]
+    status = {tuple(c["key"]): c["status"] for c in reply["cells"]}
+    assert status["b", "B"] == status["b", "C"] == "primary"
+    assert status["b", "Total"] == "secondary"
+    assert reply["solver"]["status"] == "feasible"
+    assert "second search" in reply["solver"]["message"]
+    assert reply["solver"].get("gap") is None
+
+
 def test_a_rest_the_relations_alone_fix_is_not_held_against_the_pattern(client):
     """A target with one category: every row is all of it whatever is published (the
     structure says so), so rule 1a's condition is not a disclosure of the pattern."""
