@@ -297,6 +297,24 @@ def test_published_zeros_beside_a_hidden_dominant_cell_are_group_disclosure(clie
     assert status[("k1", "A")] == status[("k1", "B")] == "primary"
 
 
+def _keys_by_targets(rows: dict, extended: dict, method: str, areas: bool = False) -> dict:
+    """A /v1/suppress body: keys ``rows`` (under areas N = a + b and S = c + d with
+    ``areas``) by targets A, B, C, with seed 001's extended rules ``extended``."""
+    keys = (
+        {"name": "k", "children": {"Total": ["N", "S"], "N": ["a", "b"], "S": ["c", "d"]}}
+        if areas
+        else {"name": "k", "leaves": list(rows)}
+    )
+    return {
+        "structure": {"dimensions": [keys, {"name": "y", "leaves": ["A", "B", "C"]}]},
+        "cells": [
+            {"key": [k, y], "value": v} for k, row in rows.items() for y, v in zip("ABC", row)
+        ],
+        "counts": {"extended": extended, "keys": ["k"], "targets": ["y"]},
+        "method": method,
+    }
+
+
 @pytest.mark.parametrize("method", ["fast", "exact"])
 def test_zeros_are_complements_under_the_dominance_conditions(client, method):
     """Key b is all zeros and a, c are (2, 0, 1) beside d's (8, 2, 15): rules 1a and 2a
@@ -304,22 +322,10 @@ def test_zeros_are_complements_under_the_dominance_conditions(client, method):
     rows' and columns' rests are zeros, so a pattern escapes the conditions only by
     hiding zeros, free to be more than 0 for the intruder. Until 2026-11-27 zeros were
     never complements and both methods ended no_safe_pattern, though hiding every cell is
-    safe (a random search: 36 of 80 small tables of this kind; 5 of 80 now). The pattern
+    safe (a random search: 36 of 80 small tables of this kind; none now). The pattern
     hides four zeros, b's total among them; exact proves it the cheapest."""
     rows = {"a": [2, 0, 1], "b": [0, 0, 0], "c": [2, 0, 1], "d": [8, 2, 15]}
-    body = {
-        "structure": {
-            "dimensions": [
-                {"name": "k", "leaves": list(rows)},
-                {"name": "y", "leaves": ["A", "B", "C"]},
-            ]
-        },
-        "cells": [
-            {"key": [k, y], "value": v} for k, row in rows.items() for y, v in zip("ABC", row)
-        ],
-        "counts": {"extended": {}, "keys": ["k"], "targets": ["y"]},
-        "method": method,
-    }
+    body = _keys_by_targets(rows, {}, method)
     reply = client.post("/v1/suppress", json=body).json()
     assert reply["safe"] and reply["audit"]["verdict"] == "safe", reply["solver"]
     status = {tuple(c["key"]): (c["status"], c["value"]) for c in reply["cells"]}
@@ -346,19 +352,7 @@ def test_a_condition_across_levels_of_a_key_hierarchy_is_searched(client, method
     no_safe_pattern until 2026-11-27. Now the rest is raised within d's own relation (c,B,
     a zero), whose total S,B carries the rise up to the grand total."""
     rows = {"a": [0, 0, 0], "b": [2, 0, 15], "c": [8, 0, 4], "d": [4, 2, 1]}
-    body = {
-        "structure": {
-            "dimensions": [
-                {"name": "k", "children": {"Total": ["N", "S"], "N": ["a", "b"], "S": ["c", "d"]}},
-                {"name": "y", "leaves": ["A", "B", "C"]},
-            ]
-        },
-        "cells": [
-            {"key": [k, y], "value": v} for k, row in rows.items() for y, v in zip("ABC", row)
-        ],
-        "counts": {"extended": {"t_key_abs": 1}, "keys": ["k"], "targets": ["y"]},
-        "method": method,
-    }
+    body = _keys_by_targets(rows, {"t_key_abs": 1}, method, areas=True)
     reply = client.post("/v1/suppress", json=body).json()
     assert reply["safe"] and reply["audit"]["verdict"] == "safe", reply["solver"]
     status = {tuple(c["key"]): c["status"] for c in reply["cells"]}
@@ -376,23 +370,8 @@ def test_a_raised_cell_cancelled_by_the_rest_gets_a_second_search(client, method
     hidden with it); exact says what it found, not that it is optimal (its optimum is
     that of the table with those cells forced)."""
     rows = {"a": [8, 8, 8], "b": [0, 1, 2], "c": [1, 4, 1], "d": [4, 1, 0]}
-    body = {
-        "structure": {
-            "dimensions": [
-                {"name": "k", "children": {"Total": ["N", "S"], "N": ["a", "b"], "S": ["c", "d"]}},
-                {"name": "y", "leaves": ["A", "B", "C"]},
-            ]
-        },
-        "cells": [
-            {"key": [k, y], "value": v} for k, row in rows.items() for y, v in zip("ABC", row)
-        ],
-        "counts": {
-            "extended": {"zero_cells": "informative", "t_key_abs": 3},
-            "keys": ["k"],
-            "targets": ["y"],
-        },
-        "method": method,
-    }
+    extended = {"zero_cells": "informative", "t_key_abs": 3}
+    body = _keys_by_targets(rows, extended, method, areas=True)
     reply = client.post("/v1/suppress", json=body).json()
     assert reply["safe"] and reply["audit"]["verdict"] == "safe", reply["solver"]
     status = {tuple(c["key"]): c["status"] for c in reply["cells"]}
