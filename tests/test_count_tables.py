@@ -359,7 +359,7 @@ def test_a_condition_across_levels_of_a_key_hierarchy_is_searched(client, method
     assert status["d", "B"] == "primary" and status["c", "B"] == "secondary"
 
 
-@pytest.mark.parametrize("method", ["fast", "exact"])
+@pytest.mark.parametrize("method", ["fast", "exact", "partial"])
 def test_a_raised_cell_cancelled_by_the_rest_gets_a_second_search(client, method):
     """Key b is (0, 1, 2) with its total 3 and the threshold 3: rule 1a flags b,B and
     b,C ("informative" flags the zero b,A too). The search raised b,A past the rule, but
@@ -368,10 +368,13 @@ def test_a_raised_cell_cancelled_by_the_rest_gets_a_second_search(client, method
     rule, and the audit refused the pattern: no_safe_pattern until 2026-11-27. A second
     search forces the support of a deviation that raises the rest itself (b's total
     hidden with it); exact says what it found, not that it is optimal (its optimum is
-    that of the table with those cells forced)."""
+    that of the table with those cells forced). Partial suppression likewise, the forced
+    cells published as their whole a-priori range."""
     rows = {"a": [8, 8, 8], "b": [0, 1, 2], "c": [1, 4, 1], "d": [4, 1, 0]}
     extended = {"zero_cells": "informative", "t_key_abs": 3}
     body = _keys_by_targets(rows, extended, method, areas=True)
+    if method == "partial":
+        body["publish"] = "intervals"
     reply = client.post("/v1/suppress", json=body).json()
     assert reply["safe"] and reply["audit"]["verdict"] == "safe", reply["solver"]
     status = {tuple(c["key"]): c["status"] for c in reply["cells"]}

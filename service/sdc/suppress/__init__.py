@@ -172,8 +172,9 @@ def suppress(
         raise InputError("time_limit must be > 0 seconds", field="time_limit")
     if work_limit is not None and not work_limit >= 1:
         raise InputError("work_limit must be at least 1", field="work_limit")
+    end = start + time_limit
     if method == "partial":
-        return partial(
+        first = partial(
             problem,
             cost=cost,
             forbidden=forbidden,
@@ -181,7 +182,22 @@ def suppress(
             time_limit=time_limit,
             work_limit=work_limit,
         )
-    end = start + time_limit
+        which = _conditions_left(problem, first)
+        left = end - time.perf_counter()
+        if which is None or not left > 0:
+            return first
+        again = partial(
+            problem,
+            cost=cost,
+            forbidden=forbidden,
+            forced=forced,
+            time_limit=left,
+            work_limit=None if work_limit is None else max(work_limit - (first.work or 0), 1),
+            escaped=which,
+        )
+        return _second_search(
+            dataclasses.replace(again, seconds=time.perf_counter() - start), first
+        )
     if work_limit is None:
         return _searches(problem, cost, forbidden, forced, method, start, end, time_limit, 0.25)
     # The search's deadlines in work units; the audit, on the wall clock, gets whatever is
@@ -207,24 +223,36 @@ def _searches(problem, cost, forbidden, forced, method, start, end, budget, audi
     clock = highs.clock()
     origin = clock.now()
     result = _search(problem, cost, forbidden, forced, method, start, end, budget, audit_share)
-    cond = problem.conditions
     left = origin + budget - clock.now()
-    if cond is None or result.status != "no_safe_pattern" or not left > 0:
-        return result
-    which = np.flatnonzero(np.isin(cond.cell, result.unprotected))
-    if not which.size:
+    which = _conditions_left(problem, result)
+    if which is None or not left > 0:
         return result
     again = _search(problem, cost, forbidden, forced, method, start, end, left, audit_share, which)
+    return _second_search(again, result)
+
+
+def _conditions_left(problem: TableProblem, result: SuppressionResult) -> np.ndarray | None:
+    """The dominance conditions of the cells ``result`` left unprotected, where it has no
+    safe pattern (:func:`_searches`), or ``None``."""
+    cond = problem.conditions
+    if cond is None or result.status != "no_safe_pattern":
+        return None
+    which = np.flatnonzero(np.isin(cond.cell, np.asarray(result.unprotected, np.int64)))
+    return which if which.size else None
+
+
+def _second_search(again: SuppressionResult, first: SuppressionResult) -> SuppressionResult:
+    """``again`` (the search with the conditions' supports forced) if safe, else ``first``.
+    Its optimum and bound are those of the table with the supports forced, not proven for
+    the table itself: said as found, not proven."""
     if not again.safe:
-        return result
-    # Exact's optimum and bound are those of the table with the supports forced, not
-    # proven for the table itself: said as found, not proven.
+        return first
     why = (
         "a second search: the first one's pattern left seed 001's dominance rules firing, "
         "and the cells whose hiding lets each such condition be escaped were forced"
     )
     if again.status == "optimal":
-        message = f"the cheapest safe pattern with those cells hidden ({why}); not proven optimal"
+        message = f"the cheapest safe result with those cells hidden ({why}); not proven optimal"
     else:
         message = f"{again.message} ({why})"
     return dataclasses.replace(

@@ -243,11 +243,14 @@ def partial(
     forced=None,
     time_limit: float = 60.0,
     work_limit: float | None = None,
+    escaped=None,
 ) -> PartialResult:
     """The narrowest published intervals that protect every sensitive cell (module
     docstring). Parameters as :func:`service.sdc.suppress.suppress`; ``time_limit``
     covers the whole call, audit included (a quarter of it is kept for the audit unless
-    ``work_limit`` bounds the search)."""
+    ``work_limit`` bounds the search); ``escaped`` as in
+    :func:`service.sdc.suppress.problem.prepare` (forced cells are published as their
+    whole a-priori range)."""
     start = time.perf_counter()
     if not time_limit > 0:
         raise InputError("time_limit must be > 0 seconds", field="time_limit")
@@ -255,9 +258,9 @@ def partial(
         raise InputError("work_limit must be at least 1", field="work_limit")
     end = start + time_limit
     if work_limit is None:
-        return _solve(problem, cost, forbidden, forced, start, end, 0.75 * time_limit)
+        return _solve(problem, cost, forbidden, forced, start, end, 0.75 * time_limit, escaped)
     return on_work_clock(
-        lambda: _solve(problem, cost, forbidden, forced, start, end, float(work_limit)),
+        lambda: _solve(problem, cost, forbidden, forced, start, end, float(work_limit), escaped),
         work_limit,
         end,
     )
@@ -303,10 +306,10 @@ class _Master:
         return outcome, x[: self.k], x[self.k :], objective
 
 
-def _solve(problem, cost, forbidden, forced, start, end, budget) -> PartialResult:
+def _solve(problem, cost, forbidden, forced, start, end, budget, escaped=None) -> PartialResult:
     clock = highs.clock()
     deadline = clock.now() + budget
-    p = prepare(problem, cost, forbidden, forced, deadline)
+    p = prepare(problem, cost, forbidden, forced, deadline, escaped)
     n = len(p.values)
     cols = np.flatnonzero(p.allowed)
     room_up, room_down = p.room_up[cols], p.room_down[cols]
