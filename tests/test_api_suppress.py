@@ -92,6 +92,30 @@ def test_no_safe_pattern_is_not_a_success(client):
     assert "secondary" not in statuses(reply).values()
 
 
+@pytest.mark.parametrize("route", ["/v1/round", "/v1/adjust", "/v1/audit", "/v1/suppress"])
+@pytest.mark.parametrize("table", [["a", "q"], [], ["a", "a"]])
+def test_a_linked_table_that_is_not_one_is_refused_naming_it(client, route, table):
+    """A linked table naming an unknown dimension (or none, or one twice) is refused naming
+    ``structure.tables.0`` on every route; /v1/round and /v1/adjust named cell 0 as a
+    cell of a cover table (a helper's campaign, 2026-11-27)."""
+    body: dict = {
+        "structure": {
+            "dimensions": [
+                {"name": "a", "leaves": ["x", "y"]},
+                {"name": "b", "leaves": ["1", "2"]},
+            ],
+            "tables": [table],
+        },
+        "cells": [{"key": ["x", "1"], "value": 3, "protection": {"upper": 1, "lower": 1}}],
+    }
+    if route == "/v1/round":
+        body["base"] = 5
+    r = client.post(route, json=body)
+    assert r.status_code == 422, r.text
+    (detail,) = r.json()["detail"]
+    assert detail["field"] == "structure.tables.0" and detail["cell"] is None, detail
+
+
 @pytest.mark.parametrize(
     "change, field, cell",
     [
