@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from service.sdc import audit as sdc_audit
 from service.sdc.table import Hierarchy, Table
 
 from .callers import FILTER_KEY
@@ -629,6 +630,20 @@ def test_cyclic_linked_tables_are_judged_with_their_cover_tables_parts(client):
         assert lo <= 10.0 and hi >= 30.0
     else:
         assert out["solver"]["status"] == "no_safe_pattern"
+
+
+def test_cyclic_linked_tables_with_a_cover_too_large_are_not_certified(client, monkeypatch):
+    """The cover table (27 cells here) beyond the limit: no interval is certified, so the
+    verdict is ``uncertified`` and suppression returns no pattern, never ``safe``."""
+    monkeypatch.setattr(sdc_audit, "COVER_MAX_CELLS", 26)
+    body = client.post("/v1/audit", json=_cyclic_linked_request()).json()
+    assert body["verdict"] == "uncertified"
+    assert "cover table, whose 27 cells" in body["solver"]["message"]
+    request = _cyclic_linked_request()
+    for cell in request["cells"]:
+        cell.pop("suppressed", None)
+    out = client.post("/v1/suppress", json=request).json()
+    assert not out["safe"] and out["solver"]["verdict"] == "uncertified"
 
 
 def test_levels_beyond_the_a_priori_range_are_judged_capped_by_suppress_and_audit(client):
