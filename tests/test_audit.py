@@ -246,10 +246,11 @@ def test_cyclic_linked_tables_hide_what_their_cover_table_reveals():
 @pytest.mark.parametrize("seed", range(6))
 def test_cyclic_linked_tables_match_their_cover_table_by_brute_force(seed, integral):
     """The intervals of cyclic linked tables are those of their cover table with every cell
-    outside the linked tables hidden (a dense LP per bound); for counts, those of whole
-    cover tables, within the LP's bounds rounded inwards and around the true value."""
+    outside the linked tables hidden (a dense LP per bound; the cover's own cells are not
+    bounded, only used); for counts, those of whole cover tables, within the LP's bounds
+    rounded inwards and around the true value."""
     rng = np.random.default_rng(500 + seed)
-    linked = _cyclic_linked((3, 2, 2))
+    linked = _cyclic_linked(tuple(rng.integers(2, 5, 3).tolist()))
     union = linked.union_table
     parts = np.where(union.is_leaf, rng.choice([0, 0, 1, 2, 5, 10, 20], union.n_cells), 0)
     full = union.fill_margins(parts.astype(float))

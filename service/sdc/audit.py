@@ -167,6 +167,7 @@ def feasibility_intervals(
     tolerance: float = 0.0,
     integral: bool = False,
     levels=None,
+    wanted=None,
 ) -> FeasibilityIntervals:
     """Feasibility interval of every suppressed cell.
 
@@ -195,6 +196,10 @@ def feasibility_intervals(
         With ``integral``: the sensitive cells and their protection levels (each a number
         or one per cell), which let the intervals of a flat table be inner ones where no
         verdict depends on more (see Notes). Without them every bound is exact.
+    wanted : array_like of bool, shape (n_cells,), optional
+        Bound only these suppressed cells by LPs (the others keep the bounds their group
+        of one cell, or a feasible point, proves, else stay uncertified); default all. The
+        cover table of cyclic linked tables (:func:`_on_cover`) wants its linked cells.
 
     Returns
     -------
@@ -263,6 +268,7 @@ def feasibility_intervals(
     )
     if isinstance(relations, LinkedTables) and _needs_cover(relations, p):
         return _on_cover(relations, p, integral, levels, start)
+    want = np.ones(len(p.values), bool) if wanted is None else np.asarray(wanted, bool)
     deadline = start + p.time_limit
     cells = np.flatnonzero(p.suppressed)
     n_s = len(cells)
@@ -381,9 +387,14 @@ def feasibility_intervals(
             blocks.data[start_nz:end_nz],
         )
         group = (block, rhs_sorted[r0:r1], p.tolerance, lb[js], ub[js], deadline)
+        if not want[cells[js]].any():
+            continue
         if witness is None:
             lo, hi, n_solved, outcome = _bound_group(
-                *group, integral, p.values[cells[js]] if integral else None
+                *group,
+                integral,
+                p.values[cells[js]] if integral else None,
+                wanted=want[cells[js]],
             )
         else:
             w_lo, w_hi, w_sens, w_up, w_low = (w[js] for w in witness)
@@ -393,6 +404,7 @@ def feasibility_intervals(
                 w_lo.copy(),
                 w_hi.copy(),
                 (w_sens, w_up, w_low),
+                want[cells[js]],
             )
         lower[js], upper[js] = lo, hi
         n_lp += n_solved
@@ -468,7 +480,9 @@ def _on_cover(
     n = cover.n_cells
     values = np.full(n, np.nan)
     values[at] = p.values
-    hidden = np.ones(n, bool)
+    outside = np.ones(n, bool)
+    outside[at] = False
+    hidden = outside.copy()
     hidden[at] = p.suppressed
     lower, upper = np.zeros(n), np.full(n, np.inf)
     lower[at], upper[at] = p.lower, p.upper
@@ -503,6 +517,7 @@ def _on_cover(
         tolerance=p.tolerance,
         integral=integral,
         levels=cover_levels,
+        wanted=~outside,  # the cover's own cells are never reported: no LPs for them
     )
     # The linked hidden cells' positions among the cover's hidden cells.
     pos = np.searchsorted(iv.cells, at[cells])
@@ -577,7 +592,7 @@ _WHOLE_ATOL = 1e-6
 
 
 def _bound_group(
-    block, rhs, tolerance, lb, ub, deadline, integral=False, known=None, witnesses=None
+    block, rhs, tolerance, lb, ub, deadline, integral=False, known=None, witnesses=None, wanted=None
 ):
     """Min and max of every variable of one group by warm-started HiGHS solves.
 
@@ -589,7 +604,8 @@ def _bound_group(
     from (ignored unless whole, within the bounds and within the relations).
     ``witnesses``: ``(lo, hi)``, the least and greatest value of each cell over some whole
     tables, for the LP bounds (``integral`` false): they join the feasible points seen,
-    and each LP optimum that is whole joins them (updated in place).
+    and each LP optimum that is whole joins them (updated in place). ``wanted``: the
+    variables to bound (default all); the others get only what :func:`_settle` proves.
 
     A bound needs no LP once it is proven from both sides (:func:`_settle`): a bound
     implied by one relation caps it, and an optimum of an earlier LP, a feasible point,
@@ -611,7 +627,7 @@ def _bound_group(
         seen_lo, seen_hi = known.astype(float), known.astype(float)
     if witnesses is not None:
         seen_lo, seen_hi = witnesses[0].copy(), witnesses[1].copy()
-    for j in range(n):
+    for j in range(n) if wanted is None else np.flatnonzero(wanted).tolist():
         for sense in (1.0, -1.0):
             if not np.isnan(lower[j] if sense > 0 else upper[j]):
                 continue  # proven without an LP by an earlier _settle
@@ -665,7 +681,7 @@ def _bound_group(
     return lower, upper, n_solves + (0 if whole is None else whole.solves), "optimal"
 
 
-def _inner_group(block, rhs, tolerance, lb, ub, deadline, values, w_lo, w_hi, levels):
+def _inner_group(block, rhs, tolerance, lb, ub, deadline, values, w_lo, w_hi, levels, wanted):
     """Whole-number intervals of one group of a flat count table, inner where no verdict
     depends on more (:func:`feasibility_intervals`, Notes).
 
@@ -678,9 +694,10 @@ def _inner_group(block, rhs, tolerance, lb, ub, deadline, values, w_lo, w_hi, le
     gets its open ends from feasibility MIPs (:meth:`_WholeTables.bound`), whose tables
     join the witnesses too. Returns ``(lower, upper, n_solves, outcome, inner)``, with
     ``inner`` the cells whose interval is only inner; bounds not proven are nan.
+    ``wanted``: the cells to bound (:func:`_bound_group`); the others stay nan.
     """
     lp_lo, lp_hi, n_solves, outcome = _bound_group(
-        block, rhs, tolerance, lb, ub, deadline, witnesses=(w_lo, w_hi)
+        block, rhs, tolerance, lb, ub, deadline, witnesses=(w_lo, w_hi), wanted=wanted
     )
     n = len(lb)
     nan = np.full(n, np.nan)
@@ -726,8 +743,8 @@ def _inner_group(block, rhs, tolerance, lb, ub, deadline, values, w_lo, w_hi, le
             else:
                 out_hi[k] = value
     at_lo, at_hi = reached_lo(), reached_hi()
-    lower = np.where(at_lo, out_lo, w_lo)
-    upper = np.where(at_hi, out_hi, w_hi)
+    lower = np.where(at_lo, out_lo, np.where(wanted, w_lo, np.nan))
+    upper = np.where(at_hi, out_hi, np.where(wanted, w_hi, np.nan))
     exact = at_lo & at_hi
     return lower, upper, n_solves + (0 if whole is None else whole.solves), "optimal", ~exact
 
