@@ -3,11 +3,14 @@ computed or checked), unions, time limits and errors."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from service.sdc import audit as sdc_audit
 from service.sdc.table import Hierarchy, Table
 
 from .callers import FILTER_KEY
@@ -576,6 +579,71 @@ def test_suppression_forcing_linked_cells_with_common_parts_is_not_called_safe(c
     solver = out["solver"]
     assert solver["status"] == "no_safe_pattern" and solver["verdict"] == "uncertified"
     assert "overlap in parts" in solver["message"]
+
+
+def _cyclic_linked_request() -> dict:
+    """Tables a x b, a x c and b x c sent with values, their cover table's parts (a, b, c)
+    20, 0; 40, 10; 5, 40; 0, 20; a x b's cells hidden, (a1, b1) with levels 10."""
+    parts = dict(zip(itertools.product("12", repeat=3), [20, 0, 40, 10, 5, 40, 0, 20]))
+
+    def value(i="", j="", k=""):
+        return float(sum(v for (a, b, c), v in parts.items() if i in a and j in b and k in c))
+
+    cells = [
+        {"key": [f"a{i}", f"b{j}", "Total"], "value": value(i, j), "suppressed": True}
+        for i, j in itertools.product("12", repeat=2)
+    ]
+    cells[0]["protection"] = {"upper": 10, "lower": 10}
+    cells += [
+        {"key": [f"a{i}", "Total", f"c{k}"], "value": value(i=i, k=k)}
+        for i, k in itertools.product("12", repeat=2)
+    ]
+    cells += [
+        {"key": ["Total", f"b{j}", f"c{k}"], "value": value(j=j, k=k)}
+        for j, k in itertools.product("12", repeat=2)
+    ]
+    dims = [{"name": n, "leaves": [f"{n}1", f"{n}2"]} for n in "abc"]
+    return {
+        "structure": {"dimensions": dims, "tables": [["a", "b"], ["a", "c"], ["b", "c"]]},
+        "cells": cells,
+    }
+
+
+def test_cyclic_linked_tables_are_judged_with_their_cover_tables_parts(client):
+    """A helper's campaign (2026-11-27): the audit said ``safe`` with (a1, b1) in [0, 65],
+    a x b's own relations; an intruder who knows the three tables are margins of one table
+    of non-negative parts knows it is in [20, 35], its value 20 the lower end. /v1/suppress
+    returned that pattern as safe."""
+    reply = client.post("/v1/audit", json=_cyclic_linked_request())
+    assert reply.status_code == 200, reply.text
+    body = reply.json()
+    assert body["verdict"] == "unsafe"
+    got = {tuple(c["key"]): c["interval"] for c in body["cells"]}
+    assert got[("a1", "b1", "Total")] == pytest.approx([20.0, 35.0])
+    assert got[("a2", "b2", "Total")] == pytest.approx([20.0, 35.0])
+    request = _cyclic_linked_request()
+    for cell in request["cells"]:
+        cell.pop("suppressed", None)
+    out = client.post("/v1/suppress", json=request).json()
+    if out["safe"]:  # a pattern only with the cover's parts counted
+        (lo, hi) = next(c["interval"] for c in out["cells"] if c["key"] == ["a1", "b1", "Total"])
+        assert lo <= 10.0 and hi >= 30.0
+    else:
+        assert out["solver"]["status"] == "no_safe_pattern"
+
+
+def test_cyclic_linked_tables_with_a_cover_too_large_are_not_certified(client, monkeypatch):
+    """The cover table (27 cells here) beyond the limit: no interval is certified, so the
+    verdict is ``uncertified`` and suppression returns no pattern, never ``safe``."""
+    monkeypatch.setattr(sdc_audit, "COVER_MAX_CELLS", 26)
+    body = client.post("/v1/audit", json=_cyclic_linked_request()).json()
+    assert body["verdict"] == "uncertified"
+    assert "cover table, whose 27 cells" in body["solver"]["message"]
+    request = _cyclic_linked_request()
+    for cell in request["cells"]:
+        cell.pop("suppressed", None)
+    out = client.post("/v1/suppress", json=request).json()
+    assert not out["safe"] and out["solver"]["verdict"] == "uncertified"
 
 
 def test_levels_beyond_the_a_priori_range_are_judged_capped_by_suppress_and_audit(client):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from pathlib import Path
@@ -189,6 +190,85 @@ def test_linked_tables_match_brute_force(seed):
     suppressed = rng.random(linked.n_cells) < 0.4
     res = feasibility_intervals(linked, values, suppressed)
     assert_matches(res, brute_force(linked.relations, values, suppressed))
+
+
+def _cyclic_linked(sizes=(2, 2, 2)) -> LinkedTables:
+    """Tables a x b, b x c and a x c: a cycle, whose cover table's non-negative parts
+    restrict the linked cells beyond their own relations."""
+    a, b, c = (Hierarchy.flat(n, [f"{n}{i}" for i in range(k)]) for n, k in zip("abc", sizes))
+    return LinkedTables([Table([a, b]), Table([b, c]), Table([a, c])])
+
+
+def test_which_linked_tables_form_a_cycle():
+    h = {n: Hierarchy.flat(n, [f"{n}1", f"{n}2"]) for n in "abcd"}
+
+    def linked(*tables):
+        return LinkedTables([Table([h[n] for n in t]) for t in tables])
+
+    assert not linked("ab", "bc", "ac").acyclic
+    assert not linked("abc", "cd", "ad").acyclic
+    assert linked("ab", "bc").acyclic
+    assert linked("ab", "bc", "cd").acyclic
+    assert linked("ab", "ac", "ad").acyclic
+    assert linked("abc", "bcd", "ab").acyclic
+
+
+def test_cyclic_linked_tables_hide_what_their_cover_table_reveals():
+    """Parts (a, b, c) 20, 0; 40, 10; 5, 40; 0, 20: a x b's four cells hidden range over
+    [0, 65] by a x b's relations, but a x c and b x c published leave (a0, b0) [20, 35],
+    its value 20 the lower end (until 2026-11-27 the intervals were the linked
+    relations' alone, and a lower protection of 10 was called met)."""
+    linked = _cyclic_linked()
+    union = linked.union_table
+    parts = np.zeros(union.n_cells)
+    for (i, j, k), v in zip(
+        itertools.product(range(2), repeat=3), [20, 0, 40, 10, 5, 40, 0, 20], strict=True
+    ):
+        parts[union.cell_index((f"a{i}", f"b{j}", f"c{k}"))] = v
+    values = union.fill_margins(parts)[linked.union_index]
+    hidden = np.zeros(linked.n_cells, bool)
+    for i, j in itertools.product(range(2), repeat=2):
+        hidden[linked.cell_index((f"a{i}", f"b{j}", "Total"))] = True
+    res = feasibility_intervals(linked, values, hidden)
+    assert res.status == "optimal"
+    got = dict(zip(res.cells.tolist(), zip(res.lower.tolist(), res.upper.tolist())))
+    assert got[linked.cell_index(("a0", "b0", "Total"))] == pytest.approx((20.0, 35.0))
+    assert got[linked.cell_index(("a1", "b0", "Total"))] == pytest.approx((30.0, 45.0))
+    # A negative lower bound: the parts may be negative, and the linked relations are
+    # all the intruder has.
+    lower = np.where(hidden, -100.0, 0.0)
+    res = feasibility_intervals(linked, values, hidden, lower)
+    assert_matches(res, brute_force(linked.relations, values, hidden, lower))
+    assert res.lower.min() == -100.0
+
+
+@pytest.mark.parametrize("integral", [False, True])
+@pytest.mark.parametrize("seed", range(6))
+def test_cyclic_linked_tables_match_their_cover_table_by_brute_force(seed, integral):
+    """The intervals of cyclic linked tables are those of their cover table with every cell
+    outside the linked tables hidden (a dense LP per bound; the cover's own cells are not
+    bounded, only used); for counts, those of whole cover tables, within the LP's bounds
+    rounded inwards and around the true value."""
+    rng = np.random.default_rng(500 + seed)
+    linked = _cyclic_linked(tuple(rng.integers(2, 5, 3).tolist()))
+    union = linked.union_table
+    parts = np.where(union.is_leaf, rng.choice([0, 0, 1, 2, 5, 10, 20], union.n_cells), 0)
+    full = union.fill_margins(parts.astype(float))
+    values = full[linked.union_index]
+    hidden = rng.random(linked.n_cells) < 0.5
+    res = feasibility_intervals(linked, values, hidden, integral=integral)
+    assert res.status == "optimal", res.message
+    cover_hidden = np.ones(union.n_cells, bool)
+    cover_hidden[linked.union_index] = hidden
+    expected = brute_force(union.relations, full, cover_hidden)
+    at = np.searchsorted(np.flatnonzero(cover_hidden), linked.union_index[res.cells])
+    if not integral:
+        assert_matches(res, expected[at])
+        return
+    # Whole cover tables: within the LP's bounds, rounded inwards, and attained.
+    np.testing.assert_array_less(np.ceil(expected[at, 0] - 1e-9) - 1e-9, res.lower + 1e-9)
+    np.testing.assert_array_less(res.upper - 1e-9, np.floor(expected[at, 1] + 1e-9) + 1e-9)
+    assert np.all(res.lower <= values[res.cells]) and np.all(values[res.cells] <= res.upper)
 
 
 # --- special cases -----------------------------------------------------------------------

@@ -117,6 +117,28 @@ def test_audit_frame_reads_the_suppressed_column(client):
     assert (row["interval_lower"], row["interval_upper"]) == (105.0, 105.0)
 
 
+def test_frames_show_the_weighted_values_the_service_publishes(client):
+    """With sampling weights a cell's published value is ``sum w x`` (seed 000, Sampling
+    weights). The audit frame, whose reply carries no values, showed the unweighted sums:
+    A,1 (100 x 2 + 20) as 120 where the suppression frame, from the reply, showed 220."""
+    frame = pd.DataFrame(
+        {
+            "r": ["A", "A", "B", "B", "A", "B"],
+            "c": ["1", "2", "1", "2", "1", "2"],
+            "v": [100.0, 50, 30, 40, 20, 10],
+            "w": [2.0, 1, 1, 3, 1, 1],
+            "s": [True, True, True, True, False, False],
+        }
+    )
+    rules = {"rules": [{"type": "p_percent", "p": 10}], "weights": "sample"}
+    args = (frame, ["r", "c"], "v")
+    audited = sdc_frames.audit(*args, suppressed="s", weight="w", rules=rules, client=client)
+    protected = sdc_frames.suppress(*args, weight="w", rules=rules, client=client)
+    values = protected.set_index(["r", "c"])["value"]
+    assert values[("A", "1")] == 220.0 and values[("Total", "Total")] == 430.0
+    pd.testing.assert_series_equal(audited.set_index(["r", "c"])["value"].loc[values.index], values)
+
+
 def test_hierarchy_from_children_and_holdings_pooled(client):
     """Two leaves of one region each hold part of enterprise X: judged per leaf the
     region's margin has 3 contributors, but X counts once (README: one holding across

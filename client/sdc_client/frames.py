@@ -205,6 +205,7 @@ class Table:
             for i, d in enumerate(self.names)
         ]
         self.keys, self.values = keys, values
+        self.weights: list[float | None] | None = None
         flags = None
         if suppressed is not None:
             flags = _flags(frame, suppressed)
@@ -225,6 +226,7 @@ class Table:
         elif rows == "contributions":
             holdings = self._optional(frame, holding, str, "holding")
             weights = self._optional(frame, weight, float, "weight")
+            self.weights = weights
             by_key: dict[tuple[str, ...], dict[str, Any]] = {}
             for i, k in enumerate(keys):
                 if k not in by_key:
@@ -261,11 +263,15 @@ class Table:
 
     def cell_values(self) -> dict[tuple[str, ...], float]:
         """Each cell's value: the sum of the rows of the leaves below it (the table is
-        additive: a margin is the sum of its parts, seed 002 section 3); a margin sent as a
+        additive: a margin is the sum of its parts, seed 002 section 3), each row times its
+        sampling weight (the published value, as the service computes it: an audit frame
+        showed the unweighted sums, 120 for a cell published as 220); a margin sent as a
         row of a cell table keeps its own value."""
         leaf_sets = [set(d.leaves) for d in self.dims]
         total: dict[tuple[str, ...], float] = defaultdict(float)
-        for k, v in zip(self.keys, self.values, strict=True):
+        weights = self.weights or [None] * len(self.values)
+        values = [v if w is None else w * v for v, w in zip(self.values, weights, strict=True)]
+        for k, v in zip(self.keys, values, strict=True):
             if all(c in s for c, s in zip(k, leaf_sets, strict=True)):
                 for up in itertools.product(*(d.up(c) for d, c in zip(self.dims, k, strict=True))):
                     total[up] += v

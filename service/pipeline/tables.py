@@ -115,6 +115,10 @@ def cover_cell(structure: Structure, cells: Sequence[TableCell]) -> int | None:
         return None
     names = [dim.name for dim in structure.dimensions]
     totals = [dim.total for dim in structure.dimensions]
+    if any(not t or len(set(t)) != len(t) or not set(t) <= set(names) for t in structure.tables):
+        # Refused naming the table when the structure is read (space_from_wire); /v1/round
+        # and /v1/adjust refused it as a cover table's cell instead, naming cell 0.
+        return None
     tables = [set(t) for t in structure.tables]
     for i, c in enumerate(cells):
         if len(c.key) != len(names):

@@ -28,6 +28,7 @@ from .aggregations import AggregationCheck, check_aggregations
 from .errors import InputError
 from .highs import Outcome
 from .problem import RuleConditions, TableProblem, bounds, relations_of
+from .table import LinkedTables
 from .unions import UnionCheck
 
 # Published values must satisfy relations and bounds to this relative tolerance (relative
@@ -166,6 +167,7 @@ def feasibility_intervals(
     tolerance: float = 0.0,
     integral: bool = False,
     levels=None,
+    wanted=None,
 ) -> FeasibilityIntervals:
     """Feasibility interval of every suppressed cell.
 
@@ -194,6 +196,10 @@ def feasibility_intervals(
         With ``integral``: the sensitive cells and their protection levels (each a number
         or one per cell), which let the intervals of a flat table be inner ones where no
         verdict depends on more (see Notes). Without them every bound is exact.
+    wanted : array_like of bool, shape (n_cells,), optional
+        Bound only these suppressed cells by LPs (the others keep the bounds their group
+        of one cell, or a feasible point, proves, else stay uncertified); default all. The
+        cover table of cyclic linked tables (:func:`_on_cover`) wants its linked cells.
 
     Returns
     -------
@@ -260,6 +266,9 @@ def feasibility_intervals(
     p = _check_inputs(
         relations, values, suppressed, lower_bounds, upper_bounds, time_limit, tolerance
     )
+    if isinstance(relations, LinkedTables) and _needs_cover(relations, p):
+        return _on_cover(relations, p, integral, levels, start)
+    want = np.ones(len(p.values), bool) if wanted is None else np.asarray(wanted, bool)
     deadline = start + p.time_limit
     cells = np.flatnonzero(p.suppressed)
     n_s = len(cells)
@@ -378,9 +387,14 @@ def feasibility_intervals(
             blocks.data[start_nz:end_nz],
         )
         group = (block, rhs_sorted[r0:r1], p.tolerance, lb[js], ub[js], deadline)
+        if not want[cells[js]].any():
+            continue
         if witness is None:
             lo, hi, n_solved, outcome = _bound_group(
-                *group, integral, p.values[cells[js]] if integral else None
+                *group,
+                integral,
+                p.values[cells[js]] if integral else None,
+                wanted=want[cells[js]],
             )
         else:
             w_lo, w_hi, w_sens, w_up, w_low = (w[js] for w in witness)
@@ -390,6 +404,7 @@ def feasibility_intervals(
                 w_lo.copy(),
                 w_hi.copy(),
                 (w_sens, w_up, w_low),
+                want[cells[js]],
             )
         lower[js], upper[js] = lo, hi
         n_lp += n_solved
@@ -412,6 +427,133 @@ def feasibility_intervals(
     if errors:
         status, message = "error", "; ".join(errors)
     return result(status, message, n_lp, len(lp_labels))
+
+
+#: Most cells of a cover table the intervals of cyclic linked tables are computed on
+#: (:func:`_on_cover`); beyond it they are not certified.
+COVER_MAX_CELLS = 1_000_000
+
+
+def _needs_cover(linked: LinkedTables, p: _Problem) -> bool:
+    """Whether the intervals of ``linked`` must be computed on its cover table: the
+    tables form a cycle (:attr:`LinkedTables.acyclic`), so the non-negativity of the
+    cover table's parts restricts the linked cells beyond their own relations, and every
+    cell is non-negative a priori (a negative lower bound says the data, and so the parts,
+    may be negative: the intruder knows no bound on the parts, and the relations alone
+    are all it has)."""
+    return not linked.acyclic and bool((p.lower >= 0).all())
+
+
+def _on_cover(
+    linked: LinkedTables, p: _Problem, integral: bool, levels, start: float
+) -> FeasibilityIntervals:
+    """:func:`feasibility_intervals` of cyclic linked tables, on their cover table.
+
+    The intruder knows the linked tables are margins of one cross-classification whose
+    parts, cells like any other, are non-negative (the default a-priori bound); for a
+    cycle of tables that restricts the hidden cells beyond the linked relations (seed
+    002 section 3: the feasible set is everything the intruder knows). With parts
+    ``(a, b, c)`` 20, 0; 40, 10; 5, 40; 0, 20 the four hidden cells of ``a x b`` range
+    over [0, 65] by their own relations, but ``(a1, b1)`` is at least its value 20 once
+    ``a x c`` and ``b x c`` are published: its lower protection was called met, and the
+    pattern safe, until 2026-11-27. Every cell outside the linked tables is hidden, at
+    least 0 and unbounded above; the linked cells keep their values, pattern and bounds.
+    Only whole-number intervals (counts) read hidden values, so those get a whole cover
+    table consistent with the linked ones (:func:`_cover_completion`)."""
+    cover, at = linked.union_table, linked.union_index
+    cells = np.flatnonzero(p.suppressed)
+    if cover.n_cells > COVER_MAX_CELLS:
+        n = len(cells)
+        nan = np.full(n, np.nan)
+        return FeasibilityIntervals(
+            cells,
+            nan,
+            nan.copy(),
+            np.zeros(n, bool),
+            "error",
+            f"the linked tables form a cycle, so their intervals are those of their cover "
+            f"table, whose {cover.n_cells} cells are more than {COVER_MAX_CELLS}: not "
+            "certified",
+            0,
+            time.perf_counter() - start,
+        )
+    n = cover.n_cells
+    values = np.full(n, np.nan)
+    values[at] = p.values
+    outside = np.ones(n, bool)
+    outside[at] = False
+    hidden = outside.copy()
+    hidden[at] = p.suppressed
+    lower, upper = np.zeros(n), np.full(n, np.inf)
+    lower[at], upper[at] = p.lower, p.upper
+    left = p.time_limit - (time.perf_counter() - start)
+    if integral:
+        whole = _cover_completion(cover.relations, values, lower, upper, p.tolerance, left)
+        if whole is None:
+            return FeasibilityIntervals(
+                cells,
+                np.full(len(cells), np.nan),
+                np.full(len(cells), np.nan),
+                np.zeros(len(cells), bool),
+                "time_limit" if time.perf_counter() - start >= p.time_limit else "infeasible",
+                "no cover table of non-negative whole numbers was found that has the linked "
+                "tables as its margins (in time); not certified",
+                0,
+                time.perf_counter() - start,
+            )
+        values = whole
+    cover_levels = None
+    if levels is not None:
+        cover_levels = tuple(np.zeros(n, x.dtype) for x in map(np.asarray, levels))
+        for mine, theirs in zip(cover_levels, levels):
+            mine[at] = np.broadcast_to(np.asarray(theirs), p.values.shape)
+    iv = feasibility_intervals(
+        cover,
+        values,
+        hidden,
+        lower,
+        upper,
+        time_limit=max(left, 1e-3),
+        tolerance=p.tolerance,
+        integral=integral,
+        levels=cover_levels,
+        wanted=~outside,  # the cover's own cells are never reported: no LPs for them
+    )
+    # The linked hidden cells' positions among the cover's hidden cells.
+    pos = np.searchsorted(iv.cells, at[cells])
+    return FeasibilityIntervals(
+        cells,
+        iv.lower[pos],
+        iv.upper[pos],
+        iv.certified[pos],
+        iv.status,
+        iv.message,
+        iv.n_lp_solves,
+        time.perf_counter() - start,
+        iv.n_components,
+        iv.n_inner,  # counted over the cover's hidden cells
+    )
+
+
+def _cover_completion(a, values, lower, upper, tolerance, seconds) -> np.ndarray | None:
+    """A cover table of whole numbers within its bounds that agrees with the known
+    (finite) ``values`` and whose relations hold to within ``tolerance``, or ``None``
+    (none exists, or none found within ``seconds``): a feasibility MIP."""
+    from scipy.optimize import Bounds, LinearConstraint, milp
+
+    known = np.isfinite(values)
+    lb = np.where(known, values, lower)
+    ub = np.where(known, values, upper)
+    res = milp(
+        np.zeros(len(values)),
+        constraints=LinearConstraint(a, -tolerance, tolerance),
+        integrality=np.ones(len(values)),
+        bounds=Bounds(lb, ub),
+        options={"time_limit": max(seconds, 1e-3)},
+    )
+    if res.x is None:
+        return None
+    return np.where(known, values, np.round(res.x))
 
 
 def _whole_bounds(lb: np.ndarray, ub: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -450,7 +592,7 @@ _WHOLE_ATOL = 1e-6
 
 
 def _bound_group(
-    block, rhs, tolerance, lb, ub, deadline, integral=False, known=None, witnesses=None
+    block, rhs, tolerance, lb, ub, deadline, integral=False, known=None, witnesses=None, wanted=None
 ):
     """Min and max of every variable of one group by warm-started HiGHS solves.
 
@@ -462,7 +604,8 @@ def _bound_group(
     from (ignored unless whole, within the bounds and within the relations).
     ``witnesses``: ``(lo, hi)``, the least and greatest value of each cell over some whole
     tables, for the LP bounds (``integral`` false): they join the feasible points seen,
-    and each LP optimum that is whole joins them (updated in place).
+    and each LP optimum that is whole joins them (updated in place). ``wanted``: the
+    variables to bound (default all); the others get only what :func:`_settle` proves.
 
     A bound needs no LP once it is proven from both sides (:func:`_settle`): a bound
     implied by one relation caps it, and an optimum of an earlier LP, a feasible point,
@@ -484,7 +627,7 @@ def _bound_group(
         seen_lo, seen_hi = known.astype(float), known.astype(float)
     if witnesses is not None:
         seen_lo, seen_hi = witnesses[0].copy(), witnesses[1].copy()
-    for j in range(n):
+    for j in range(n) if wanted is None else np.flatnonzero(wanted).tolist():
         for sense in (1.0, -1.0):
             if not np.isnan(lower[j] if sense > 0 else upper[j]):
                 continue  # proven without an LP by an earlier _settle
@@ -538,7 +681,7 @@ def _bound_group(
     return lower, upper, n_solves + (0 if whole is None else whole.solves), "optimal"
 
 
-def _inner_group(block, rhs, tolerance, lb, ub, deadline, values, w_lo, w_hi, levels):
+def _inner_group(block, rhs, tolerance, lb, ub, deadline, values, w_lo, w_hi, levels, wanted):
     """Whole-number intervals of one group of a flat count table, inner where no verdict
     depends on more (:func:`feasibility_intervals`, Notes).
 
@@ -551,9 +694,10 @@ def _inner_group(block, rhs, tolerance, lb, ub, deadline, values, w_lo, w_hi, le
     gets its open ends from feasibility MIPs (:meth:`_WholeTables.bound`), whose tables
     join the witnesses too. Returns ``(lower, upper, n_solves, outcome, inner)``, with
     ``inner`` the cells whose interval is only inner; bounds not proven are nan.
+    ``wanted``: the cells to bound (:func:`_bound_group`); the others stay nan.
     """
     lp_lo, lp_hi, n_solves, outcome = _bound_group(
-        block, rhs, tolerance, lb, ub, deadline, witnesses=(w_lo, w_hi)
+        block, rhs, tolerance, lb, ub, deadline, witnesses=(w_lo, w_hi), wanted=wanted
     )
     n = len(lb)
     nan = np.full(n, np.nan)
@@ -599,8 +743,8 @@ def _inner_group(block, rhs, tolerance, lb, ub, deadline, values, w_lo, w_hi, le
             else:
                 out_hi[k] = value
     at_lo, at_hi = reached_lo(), reached_hi()
-    lower = np.where(at_lo, out_lo, w_lo)
-    upper = np.where(at_hi, out_hi, w_hi)
+    lower = np.where(at_lo, out_lo, np.where(wanted, w_lo, np.nan))
+    upper = np.where(at_hi, out_hi, np.where(wanted, w_hi, np.nan))
     exact = at_lo & at_hi
     return lower, upper, n_solves + (0 if whole is None else whole.solves), "optimal", ~exact
 

@@ -862,6 +862,37 @@ class LinkedTables(_CellSpace):
     def _default_code(self, dim: Hierarchy) -> str:
         return dim.root
 
+    @cached_property
+    def acyclic(self) -> bool:
+        """Whether the tables, as sets of dimensions, form an acyclic hypergraph (GYO
+        reduction: drop dimensions in one table only and tables within another, until
+        none is left).
+
+        Then every set of linked tables that are non-negative and agree on their shared
+        cells is the margins of some non-negative cover table (Vorob'ev 1962: consistent
+        marginals on a decomposable set of margins extend to a joint; for two tables it is
+        the transportation problem), whole-numbered where they are, so the linked tables'
+        own relations and bounds already say all that the cover table's non-negative parts
+        tell an intruder. Not so for a cycle such as ``a x b``, ``b x c``, ``a x c``: the
+        two-way margins of a three-way table of non-negative parts restrict one another."""
+        edges = [{h.name for h in t.dimensions} for t in self.tables]
+        while edges:
+            seen: dict[str, int] = {}
+            for e in edges:
+                for name in e:
+                    seen[name] = seen.get(name, 0) + 1
+            reduced = [{name for name in e if seen[name] > 1} for e in edges]
+            kept = [
+                e
+                for i, e in enumerate(reduced)
+                if e
+                and not any(e <= f and (e != f or j < i) for j, f in enumerate(reduced) if j != i)
+            ]
+            if kept == edges:
+                return False
+            edges = kept
+        return True
+
     @property
     def union_index(self) -> np.ndarray:
         """Each linked cell's index in :attr:`union_table`."""
