@@ -246,11 +246,19 @@ def _relation_towards(by_row: sp.csr_matrix, by_col: sp.csc_matrix, c: int, m: i
 
 
 def prepare(
-    table: TableProblem, cost, forbidden, forced, deadline: float, conditions_escaped=None
+    table: TableProblem,
+    cost,
+    forbidden,
+    forced,
+    deadline: float,
+    conditions_escaped=None,
+    escalate: tuple[np.ndarray, float] | None = None,
 ) -> SearchProblem:
     """The search's view of ``table`` (module :mod:`service.sdc.suppress`, Readings);
     ``conditions_escaped``: dominance conditions whose :func:`condition_supports` are
-    forced (the fallback of :func:`service.sdc.suppress.suppress`)."""
+    forced; ``escalate``: ``(cells, factor)``, those cells' protection levels asked of the
+    search ``factor`` times (within their a-priori range), the audit's unchanged (both the
+    fallbacks of :func:`service.sdc.suppress.suppress`)."""
     a, x, sens = table.relations, table.values, table.sensitive
     n = len(x)
     upl, lpl = table.upper_protection, table.lower_protection
@@ -285,7 +293,12 @@ def prepare(
     rest, rise = condition_requirements(table, forbidden)
     forced = forced.copy()
     forced[rest] = True
-    upl = upl.copy()
+    upl, lpl = upl.copy(), lpl.copy()
+    if escalate is not None:
+        cells, factor = escalate
+        upl[cells] *= factor
+        lpl[cells] *= factor
+        upl, lpl = reachable_levels(x, upl, lpl, lb, ub)
     np.maximum.at(upl, rest, rise)
     p = SearchProblem(
         audited,
