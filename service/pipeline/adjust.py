@@ -77,7 +77,10 @@ def adjust_table(
                 directions=body.directions,
                 fixed=fixed,
                 max_change=max_change,
-                time_limit=max(left, 1e-3),
+                # No time left: no solve is started (a count table's MIP, unlike an LP,
+                # can finish a small table within a millisecond's limit, and the reply
+                # would not say that the request's time had run out).
+                time_limit=max(left, 0.0),
             )
         except InputError as exc:
             _name_computed_cell(exc, inputs)
