@@ -63,7 +63,7 @@ def adjust_table(
         if c.max_change is not None:
             max_change[j] = c.max_change
     # A cell must move by its level (not capped: a direction that cannot is not taken).
-    problem = table_problem(inputs, body.structure.tolerance, reachable=False)
+    problem = table_problem(inputs, body.structure.tolerance, reachable=False, conditions=False)
     time_limit = resolved.time_limit
     left = (
         time_limit - (time.perf_counter() - started) - min(REPLY_SECONDS, REPLY_SHARE * time_limit)

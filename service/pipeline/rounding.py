@@ -83,7 +83,7 @@ def round_table(
             "are not all whole in double precision: the table's sums no longer add up "
             "exactly and cannot be rounded",
         )
-    problem = table_problem(inputs, body.structure.tolerance)
+    problem = table_problem(inputs, body.structure.tolerance, conditions=False)
     time_limit = resolved.time_limit
     left = lambda: max(time_limit - (time.perf_counter() - started), 1e-3)
     seed = None

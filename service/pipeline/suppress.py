@@ -106,7 +106,7 @@ def protect(
         cost = cell_costs(body.cost, inputs.values, inputs.n_contributors, weights)
     # After the problem is made (count tables' conditions are pruned there), so that
     # its time is deducted from the request's limit too.
-    problem = table_problem(inputs, body.structure.tolerance)
+    problem = table_problem(inputs, body.structure.tolerance, deadline=started + time_limit)
     left = (
         time_limit - (time.perf_counter() - started) - min(REPLY_SECONDS, REPLY_SHARE * time_limit)
     )
