@@ -14,7 +14,7 @@ from service.sdc.errors import InputError
 from service.sdc.highs import INFINITE_BOUND
 
 from .errors import TABLE_FIELDS, RequestInputError, core_errors
-from .suppress import REPLY_SECONDS, REPLY_SHARE  # the reply's share, as /v1/suppress's
+from .limits import REPLY_SECONDS, REPLY_SHARE
 from .tables import (
     ResolvedTableRequest,
     TableInputs,

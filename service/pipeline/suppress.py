@@ -17,16 +17,13 @@ from service.sdc.suppress import PartialResult, SuppressionResult, cell_costs, s
 
 from .audit import audit_reply
 from .errors import TABLE_FIELDS, RequestInputError, core_errors
+from .limits import REPLY_SECONDS, REPLY_SHARE
 from .tables import (
     ResolvedTableRequest,
     TableInputs,
     checked_table_inputs,
     table_problem,
 )
-
-#: What building the reply may take beyond the suppression: the suppression gets the time
-#: limit less the time already spent on the request and this reserve.
-REPLY_SECONDS, REPLY_SHARE = 0.5, 0.05
 
 
 def solve_outcome(status: SuppressStatus) -> SolveStatus:
