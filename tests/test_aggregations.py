@@ -1575,3 +1575,48 @@ def test_frequency_search_on_raw_contributions_decides_small_tables(client, hold
     assert reply["safe"] and reply["solver"]["status"] == "optimal", reply["solver"]
     assert reply["solver"]["seconds"] < 5
     assert reply["loss"]["cost"] == cost
+
+
+@pytest.mark.parametrize(("requested", "verdict"), [(False, "safe"), (True, "unsafe")])
+def test_request_rule_without_requests_judges_no_aggregation(client, requested, verdict):
+    """A rule set with the request rule (k = 50) on a table where nobody asked for
+    protection: the rule fires on no cell and no aggregation, but the check read it as
+    (1,k) over every respondent, held A,I (900 of 910) possibly sensitive, and the exact
+    rule confirmed no MIP point: the audit of A,I's rectangle said 'uncertified' (a
+    sweep of hostile bodies, 2026-11-28). With the 900 asking for protection, A,I is
+    sensitive and the pattern unsafe, as before."""
+    values = {
+        ("A", "I"): [900, 10],
+        ("A", "II"): [50, 40, 30],
+        ("A", "III"): [20, 30, 40],
+        ("B", "I"): [60, 50, 40],
+        ("B", "II"): [70, 60, 50],
+        ("B", "III"): [30, 30, 30],
+        ("C", "I"): [10, 20, 30],
+        ("C", "II"): [40, 40, 40],
+        ("C", "III"): [50, 50, 50],
+    }
+    hidden = {("A", "I"), ("A", "II"), ("B", "I"), ("B", "II")}
+    cells = [
+        {
+            "key": list(k),
+            "suppressed": k in hidden,
+            "contributions": [
+                {"value": v, **({"request": True} if requested and v == 900 else {})} for v in vs
+            ],
+        }
+        for k, vs in values.items()
+    ]
+    body = {
+        "structure": {
+            "dimensions": [
+                {"name": "r", "leaves": ["A", "B", "C"]},
+                {"name": "c", "leaves": ["I", "II", "III"]},
+            ]
+        },
+        "cells": cells,
+        "rules": {"rules": [{"type": "request", "k": 50}]},
+    }
+    reply = client.post("/v1/audit", json=body).json()
+    assert reply["verdict"] == verdict, reply["reasons"]
+    assert reply["aggregations"]["status"] == ("safe" if verdict == "safe" else "sensitive")

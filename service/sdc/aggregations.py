@@ -745,6 +745,16 @@ class _Table:
         self.forms: list[Any] = [slot_form(r) for r in self.rules]
         self.resp = _respondents(source, self.atoms)
         self.arrays = _rule_arrays(self.rules, self.forms, self.resp)
+        if not (np.asarray(source.cells.requested) > 0).any():
+            # The request rule protects respondents that asked for it (seed 000, "Foreign
+            # trade rules"): with none in the table it fires on no aggregation, while its
+            # slot form, (1,k) over every respondent, holds every dominated atom possibly
+            # sensitive, and the exact rule then confirms no point of the MIP: a table
+            # without requests under a rule set with the request rule was audited
+            # 'uncertified' wherever a dominated cell was hidden (until 2026-11-28).
+            for k, rule in enumerate(self.rules):
+                if isinstance(rule, rules_mod.RequestRule):
+                    self.arrays.measure[k] = self.arrays.alone[k] = -np.inf
         self.implied = _implied_frequency(self.rules)
         n = source.cells.n_cells
         self.atom_pos = np.full(n, -1)
