@@ -11,7 +11,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from .cells import STRICT, CellKey, Contribution, Summary, _code
 from .frequency import MAX_COUNT
-from .rules import RuleSet
+from .rules import MIN_PERCENT, RuleSet
 
 Name = Annotated[str, Field(min_length=1, max_length=200)]
 
@@ -69,7 +69,7 @@ class NoisePolicy(BaseModel):
         description="criterion 1: noisy/true ratio range within which a cell is published",
     )
     min_weighted_count: float = Field(ge=0, description="criterion 2")
-    p: float = Field(gt=0, lt=100, description="criterion 3: the p%-rule's p")
+    p: float = Field(ge=MIN_PERCENT, lt=100, description="criterion 3: the p%-rule's p")
 
     @model_validator(mode="after")
     def _ranges(self) -> NoisePolicy:

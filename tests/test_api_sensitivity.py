@@ -829,3 +829,27 @@ def test_openapi_examples_are_accepted(client, path):
     for example in examples:
         response = client.post(path, json=example)
         assert response.status_code == 200, response.text
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        {"type": "pq", "p": 5e-324, "q": 10000},
+        {"type": "p_percent", "p": 1e-320},
+        {"type": "dominance", "n": 1, "k": 1e-310},
+    ],
+)
+def test_a_percentage_whose_ratio_overflows_is_refused(client, rule):
+    """The rules divide by p or k: with p = 5e-324, q/p is infinite, the (p,q) measure's
+    tie tolerance was infinite too, and a cell of 5, 3, 1 was read as a tie (S = 0) and
+    called sensitive under a rule that at p -> 0 never fires (seed 003 D). Percentages
+    below 1e-12 are refused, naming the parameter."""
+    body = {
+        "cells": [{"key": ["a"], "contributions": [{"value": 5}, {"value": 3}, {"value": 1}]}],
+        "rules": {"rules": [rule]},
+    }
+    r = client.post("/v1/sensitivity", json=body)
+    assert r.status_code == 422, r.text
+    (detail,) = r.json()["detail"]
+    assert detail["field"] == f"rules.rules.0.{rule['type']}." + ("k" if "k" in rule else "p")
+    assert "greater than or equal to 0.000000000001" in detail["message"]

@@ -710,3 +710,46 @@ def test_a_rest_cell_is_raised_no_further_than_its_bound():
     r = suppress(problem, cost=np.ones(table.n_cells), method="fast", time_limit=10)
     assert r.status == "no_safe_pattern" and "dominance rules" in r.message
     assert r.unprotected.tolist() == [table.cell_index(("k1", "A"))]
+
+
+def test_stopped_protection_counts_condition_cells_apart(client):
+    """A 6x6x4 count table (two 2-level hierarchies, seed 001's extended rules): 54
+    sensitive cells and 3 cells hidden for dominance conditions, whose upward levels are
+    requirements too. Stopped by its work limit before any was met, the message read
+    "protects -3 of 54 sensitive cells; 57 need further suppressions" and `unprotected`
+    named the 3 cells that are not sensitive among "the sensitive cells left
+    unprotected". They are counted apart now."""
+    import itertools
+    import random
+
+    rng = random.Random(4)
+
+    def hierarchy(name):
+        children = {"Total": [f"{name}{i}" for i in range(2)]}
+        leaves = []
+        for i in range(2):
+            children[f"{name}{i}"] = [f"{name}{i}_{j}" for j in range(3)]
+            leaves += children[f"{name}{i}"]
+        return {"name": name, "children": children}, leaves
+
+    (m, m_leaves), (a, a_leaves) = hierarchy("m"), hierarchy("a")
+    targets = ["A", "B", "C", "D"]
+    cells = [
+        {"key": list(k), "value": rng.choice([0, 1, 1, 2, 3, 5, 8, 13, 30])}
+        for k in itertools.product(m_leaves, a_leaves, targets)
+    ]
+    body = {
+        "structure": {"dimensions": [m, a, {"name": "y", "leaves": targets}]},
+        "cells": cells,
+        "counts": {"threshold": 3, "extended": {}, "keys": ["m"], "targets": ["y"]},
+        "method": "fast",
+        "work_limit": 30,
+        "time_limit": 30,
+    }
+    reply = client.post("/v1/suppress", json=body).json()
+    solver = reply["solver"]
+    assert solver["status"] == "time_limit" and not reply["safe"]
+    assert "protects 0 of 54 sensitive cells; 54 need further suppressions" in solver["message"]
+    assert "3 cell(s) hidden for seed 001's dominance conditions" in solver["message"]
+    primary = {tuple(c["key"]) for c in reply["cells"] if c["status"] == "primary"}
+    assert len(primary) == 54 and {tuple(k) for k in solver["unprotected"]} == primary

@@ -755,3 +755,49 @@ def test_route_optimal_directions_meet_the_levels_exactly(client, cost):
     moved = [abs(c["deviation"]) for c in reply["cells"] if c["sensitive"]]
     assert moved and min(moved) >= 1 - 1e-9, reply["solver"]
     assert reply["check"]["protected"] and reply["solver"]["status"] == "optimal"
+
+
+# --- count tables publish whole counts (leftover of h55's notes, 2026-11-28) ------------
+
+
+def counts_3x3(cost: str, directions: str = "alternate") -> dict:
+    """A 3x3 count table, threshold 10 and range 25: levels of 25% of a count are
+    fractional (1.5 for a count of 6)."""
+    values = {("A", "I"): 6, ("A", "II"): 21, ("A", "III"): 39, ("B", "I"): 24}
+    values |= {("B", "II"): 3, ("B", "III"): 27, ("C", "I"): 18, ("C", "II"): 33}
+    values |= {("C", "III"): 42}
+    return {
+        "structure": {
+            "dimensions": [
+                {"name": "r", "leaves": ["A", "B", "C"]},
+                {"name": "c", "leaves": ["I", "II", "III"]},
+            ]
+        },
+        "cells": [{"key": list(k), "value": v} for k, v in values.items()],
+        "counts": {"threshold": 10, "range": 25},
+        "cost": cost,
+        "directions": directions,
+    }
+
+
+@pytest.mark.parametrize(
+    ("cost", "directions"),
+    [("relative", "alternate"), ("reciprocal", "alternate"), ("absolute", "optimal")],
+)
+def test_route_adjusts_counts_to_whole_numbers(client, cost, directions):
+    """A count table's adjusted values are counts (seed 003 A and B.3; cta docstring):
+    under the relative cost A,I (6, level 1.5) was published as 4.5 and its row and column
+    totals as 64.878 and 47.184, and 4.5 = 6 x (1 - 25%) gives the count away to whoever
+    knows the range. Now every value is whole, each sensitive count moved at least its
+    level rounded up (A,I by 2), the table adds up, and the MIP's bound is reported."""
+    reply = client.post("/v1/adjust", json=counts_3x3(cost, directions)).json()
+    cells = reply["cells"]
+    adjusted = np.array([c["adjusted"] for c in cells])
+    assert np.array_equal(adjusted, np.round(adjusted)), adjusted
+    moved = {tuple(c["key"]): abs(c["deviation"]) for c in cells if c["sensitive"]}
+    assert moved[("A", "I")] >= 2 and moved[("B", "II")] >= 1
+    assert reply["check"]["protected"] and reply["check"]["adds_up"]
+    assert reply["check"]["largest_residual"] == 0.0
+    solver = reply["solver"]
+    assert solver["status"] == "optimal" and solver["gap"] == pytest.approx(0.0, abs=1e-6)
+    assert solver["lower_bound"] == pytest.approx(solver["objective"], rel=1e-6)

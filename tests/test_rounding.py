@@ -4,6 +4,7 @@ infeasible 3-D case, and POST /v1/round."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -325,3 +326,16 @@ def test_api_values_beyond_double_precision_are_a_422_naming_the_cell(client):
     (detail,) = r.json()["detail"]
     assert detail["field"] == "value" and detail["cell"] == 1
     assert "2**53" in detail["message"]
+
+
+@pytest.mark.parametrize("base", [5e-324, 1e-300, 1e-15])
+def test_api_a_base_too_fine_for_exact_multiples_is_a_422_naming_base(client, base):
+    """A base of 5e-324 on the 3x3 counts gave a 200 whose LP HiGHS refused ("model
+    refused (a number out of range)"), and 1e-300 a 422 saying no controlled rounding
+    exists because a relation of multiples "does not add up": the values are 2**53 or
+    more times such a base, where doubles have no exact multiples. Refused as such."""
+    r = client.post("/v1/round", json=body(base=base))
+    assert r.status_code == 422, r.text
+    detail = r.json()["detail"][0]
+    assert detail["field"] == "base" and "2**53" in detail["message"]
+    assert detail["cell"] is not None

@@ -14,7 +14,7 @@ from service.sdc.errors import InputError
 from service.sdc.highs import INFINITE_BOUND
 
 from .errors import TABLE_FIELDS, RequestInputError, core_errors
-from .suppress import REPLY_SECONDS, REPLY_SHARE  # the reply's share, as /v1/suppress's
+from .limits import REPLY_SECONDS, REPLY_SHARE
 from .tables import (
     ResolvedTableRequest,
     TableInputs,
@@ -63,7 +63,7 @@ def adjust_table(
         if c.max_change is not None:
             max_change[j] = c.max_change
     # A cell must move by its level (not capped: a direction that cannot is not taken).
-    problem = table_problem(inputs, body.structure.tolerance, reachable=False)
+    problem = table_problem(inputs, body.structure.tolerance, reachable=False, conditions=False)
     time_limit = resolved.time_limit
     left = (
         time_limit - (time.perf_counter() - started) - min(REPLY_SECONDS, REPLY_SHARE * time_limit)
@@ -77,7 +77,10 @@ def adjust_table(
                 directions=body.directions,
                 fixed=fixed,
                 max_change=max_change,
-                time_limit=max(left, 1e-3),
+                # No time left: no solve is started (a count table's MIP, unlike an LP,
+                # can finish a small table within a millisecond's limit, and the reply
+                # would not say that the request's time had run out).
+                time_limit=max(left, 0.0),
             )
         except InputError as exc:
             _name_computed_cell(exc, inputs)

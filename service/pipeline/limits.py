@@ -7,6 +7,11 @@ from service.config import Settings
 
 from .errors import LimitError
 
+#: What building the reply may take beyond the solve (the reply of /v1/suppress, /v1/audit,
+#: /v1/adjust): the solve gets the time limit less the time already spent on the request
+#: and ``min(REPLY_SECONDS, REPLY_SHARE * time_limit)``.
+REPLY_SECONDS, REPLY_SHARE = 0.5, 0.05
+
 
 def check_cell_count(n: int, max_cells: int, *, what: str = "cells", field: str = "cells") -> None:
     """:class:`LimitError` when ``n`` exceeds ``max_cells`` (``SDC_MAX_CELLS``): the cells

@@ -83,7 +83,22 @@ def round_table(
             "are not all whole in double precision: the table's sums no longer add up "
             "exactly and cannot be rounded",
         )
-    problem = table_problem(inputs, body.structure.tolerance)
+    with np.errstate(over="ignore"):
+        too_fine = ~(np.abs(inputs.values) / body.base < EXACT_MAGNITUDE)
+    if too_fine.any():
+        # A base of 5e-324 ended the LP with HiGHS's "model refused", and 1e-300 was
+        # refused as "no controlled rounding to this base exists" (2026-11-28): the
+        # multiples of so fine a base are not exact numbers.
+        raise cell_error(
+            inputs.space,
+            inputs.request_of_cell,
+            too_fine,
+            "base",
+            f"is {EXACT_MAGNITUDE:.0f} (2**53) or more times the base: so fine a base "
+            "has no exact multiples near the cell's value in double precision; choose a "
+            "larger base",
+        )
+    problem = table_problem(inputs, body.structure.tolerance, conditions=False)
     time_limit = resolved.time_limit
     left = lambda: max(time_limit - (time.perf_counter() - started), 1e-3)
     seed = None

@@ -17,16 +17,13 @@ from service.sdc.suppress import PartialResult, SuppressionResult, cell_costs, s
 
 from .audit import audit_reply
 from .errors import TABLE_FIELDS, RequestInputError, core_errors
+from .limits import REPLY_SECONDS, REPLY_SHARE
 from .tables import (
     ResolvedTableRequest,
     TableInputs,
     checked_table_inputs,
     table_problem,
 )
-
-#: What building the reply may take beyond the suppression: the suppression gets the time
-#: limit less the time already spent on the request and this reserve.
-REPLY_SECONDS, REPLY_SHARE = 0.5, 0.05
 
 
 def solve_outcome(status: SuppressStatus) -> SolveStatus:
@@ -106,7 +103,7 @@ def protect(
         cost = cell_costs(body.cost, inputs.values, inputs.n_contributors, weights)
     # After the problem is made (count tables' conditions are pruned there), so that
     # its time is deducted from the request's limit too.
-    problem = table_problem(inputs, body.structure.tolerance)
+    problem = table_problem(inputs, body.structure.tolerance, deadline=started + time_limit)
     left = (
         time_limit - (time.perf_counter() - started) - min(REPLY_SECONDS, REPLY_SHARE * time_limit)
     )

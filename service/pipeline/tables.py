@@ -931,10 +931,28 @@ def check_additivity(inputs: TableInputs, tolerance: float) -> None:
     )
 
 
-def table_problem(inputs: TableInputs, tolerance: float, *, reachable: bool = True) -> TableProblem:
+#: The most a table's dominance conditions are pruned for (:func:`table_problem`).
+PRUNE_SECONDS = 5.0
+
+
+def table_problem(
+    inputs: TableInputs,
+    tolerance: float,
+    *,
+    reachable: bool = True,
+    deadline: float | None = None,
+    conditions: bool = True,
+) -> TableProblem:
     """The core's problem of a request's table; with ``reachable`` (audit, suppression,
     rounding: judged by feasibility intervals) the levels capped at the a-priori range
-    (:meth:`TableInputs.reachable_levels`), without it (controlled adjustment) as found."""
+    (:meth:`TableInputs.reachable_levels`), without it (controlled adjustment) as found.
+
+    A count table's dominance conditions (seed 001 rules 1-2) are kept for the routes
+    that audit a pattern, pruned of those the relations and bounds prove on their own
+    within :data:`PRUNE_SECONDS` and half of what is left before ``deadline`` (the
+    request's, ``time.perf_counter()``: until 2026-11-28 the pruning took its 5 s on top
+    of a /v1/audit limit of 1 s); without ``conditions`` (rounding and adjustment, which
+    read none) they are dropped unread."""
     upper, lower = (
         inputs.reachable_levels()
         if reachable
@@ -952,9 +970,13 @@ def table_problem(inputs: TableInputs, tolerance: float, *, reachable: bool = Tr
             unions=inputs.unions,
             tolerance=tolerance,
             integral=inputs.integral,
-            conditions=inputs.conditions,
+            conditions=inputs.conditions if conditions else None,
         )
-    if inputs.conditions is not None:
+    if problem.conditions is not None:
         # At most a few seconds: an undecided condition is kept (conservative).
-        problem = without_a_priori_conditions(problem, time.perf_counter() + 5.0)
+        now = time.perf_counter()
+        until = now + PRUNE_SECONDS
+        if deadline is not None:
+            until = min(until, now + 0.5 * max(deadline - now, 0.0))
+        problem = without_a_priori_conditions(problem, until)
     return problem

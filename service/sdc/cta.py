@@ -93,6 +93,22 @@ gets two deviations ``p_j, m_j >= 0`` and the adjusted value ``x'_j = x_j + p_j 
   ``t`` within ``1e-6`` and a smaller cost); ``minimax_gap`` is stage 1's gap,
   ``lower_bound`` and ``gap`` stage 2's (given ``t1``).
 
+* Count tables (``problem.integral``): the adjusted table is one of whole numbers. Seed
+  003 A: a frequency table shows "the number in the population which have certain
+  characteristics", and CTA is "a useful methodology for protecting tables of magnitude
+  data as well as count data" (B.3): what it publishes in place of a count is a count.
+  A fractional one would also give the original away: a cell moved by exactly its level
+  ``r x / 100`` reads ``x' = x (1 - r/100)``, so ``x = x' / (1 - r/100)`` to whoever
+  knows the range (seed 003 B.1.e's reason for keeping parameters confidential makes no
+  difference once the published number is 4.5 persons). The deviations ``p, m`` are
+  integer columns (every model above becomes a MIP; on 2-D tables and 2-D tables
+  hierarchical along one dimension the relations are a network and the LP optimum is
+  already whole, Cox and Ernst 1982 as cited in seed 003 A.1), levels are rounded up and
+  rooms (bounds, change limits) down to whole numbers, and the point's integer columns
+  are rounded to the nearest whole number (HiGHS holds integrality to 1e-6), which keeps
+  every relation exact since they have whole coefficients. ``lower_bound`` and ``gap``
+  are then the MIP's.
+
 Every solve runs through :mod:`service.sdc.highs` against one deadline. An infeasible
 model is an :class:`InputError` naming the first sensitive cell, in the order above, whose
 constraint makes it infeasible (found by bisection on how many of them are imposed). A
@@ -284,12 +300,18 @@ def adjust(
         raise InputError(f"unknown cost {cost!r}", field="cost")
     sens = problem.sensitive
     upl, lpl = problem.upper_protection, problem.lower_protection
-    if problem.integral:
-        # A count must not be published as it is: the least change of a whole number.
-        upl, lpl = (np.where(sens, np.maximum(level, 1.0), level) for level in (upl, lpl))
+    integral = problem.integral
+    if integral:
+        # A count must not be published as it is: the least change of a whole number, and
+        # every change whole (module docstring, count tables).
+        upl, lpl = (
+            np.where(sens, np.maximum(_whole_up(level), 1.0), level) for level in (upl, lpl)
+        )
     up_room = np.where(fix, 0.0, np.minimum(problem.upper_bounds - x, cap))
     down_room = np.where(fix, 0.0, np.minimum(x - problem.lower_bounds, cap))
     up_room, down_room = np.maximum(up_room, 0.0), np.maximum(down_room, 0.0)
+    if integral:
+        up_room, down_room = _whole_down(up_room), _whole_down(down_room)
     # A direction of level 0 moves nothing and so protects nothing (the cell stays as it
     # is, disclosed): taken only where the other level is 0 as well.
     can_up = (upl <= up_room) & ((upl > 0) | (lpl <= 0))
@@ -308,7 +330,7 @@ def adjust(
     margins = margins_of(problem)
     charged = ~margins | sens if method == "simplified" else np.ones(n, bool)
     w = np.where(charged, 1.0 if cost == "absolute" else 1.0 / scale, 0.0)
-    lp = _Model(problem.relations, x, up_room, down_room, w, upl, lpl)
+    lp = _Model(problem.relations, x, up_room, down_room, w, upl, lpl, integral)
     solves = 0
     capped = charged & ~sens & ~fix
     minimax_gap = np.nan
@@ -339,6 +361,8 @@ def adjust(
         message = _failed(lp.failure, point, "the first stage's table (least largest change)")
     if point is not None:
         objective = float(w @ (point[:n] + point[n : 2 * n]))
+        if integral:
+            lower, gap, minimax_gap = lp.bounds(objective)
 
     if directions == "optimal" and cost == "relative":
         rm = lp.relative_optimal(sens, can_up, can_down, capped, scale, point, direction, deadline)
@@ -408,7 +432,12 @@ def adjust(
         if mip.heuristic_m:
             message += "; big-M from the table's total (no alternating table to bound it)"
 
-    if directions == "optimal" and point is not None and time.perf_counter() < deadline:
+    if (
+        directions == "optimal"
+        and not integral  # whole levels and whole moves: the rounded point is exact
+        and point is not None
+        and time.perf_counter() < deadline
+    ):
         # The MIP's point holds its levels only to its integrality tolerance (a direction
         # y of 1 - 1e-6 let a count move by 0.999999 under the relative cost, a helper's
         # campaign): the same directions solved as the LP (stages) give the table exactly.
@@ -428,7 +457,8 @@ def adjust(
             None, None, direction, required, None, np.nan, False, None,
             status, message, np.nan, lower, gap, solves, seconds, np.nan, minimax_gap,
         )  # fmt: skip
-    adjusted, deviation = _clean(x, point[:n] - point[n : 2 * n], fix)
+    d = point[:n] - point[n : 2 * n]
+    adjusted, deviation = _clean(x, np.round(d) if integral else d, fix)
     protected, residual, adds_up = check(problem.relations, x, adjusted, direction, upl, lpl)
     unmoved = sens & ~protected & (required == 0)
     if unmoved.any():
@@ -569,8 +599,13 @@ class _Model:
     """The LPs and the MIP of one table: columns ``p`` (n), ``m`` (n), then ``t`` (the
     relative cost's maximum) or ``y`` (the MIP's directions)."""
 
-    def __init__(self, relations, x, up_room, down_room, w, upl, lpl):
+    def __init__(self, relations, x, up_room, down_room, w, upl, lpl, integral=False):
         self.a = sp.csr_matrix(relations)
+        #: Count tables: ``p`` and ``m`` are integer columns (module docstring).
+        self.integral = integral
+        #: The last alternating solve's MIP dual bounds (count tables): of the cost, and
+        #: under the relative cost of stage 1's ``t`` (:meth:`bounds`).
+        self._bound, self._t = (np.nan, np.nan), (np.nan, np.nan)
         self.n = len(x)
         self.rhs = -(self.a @ x)
         self.x, self.up_room, self.down_room, self.w = x, up_room, down_room, w
@@ -601,6 +636,25 @@ class _Model:
     def _rows(self):
         return sp.hstack([self.a, -self.a]).tocsr()
 
+    def _integer(self, others: int = 0, other_integer: bool = False):
+        """HiGHS's ``integer`` mask of a model whose columns are ``p``, ``m`` and
+        ``others`` more: ``p`` and ``m`` integer on count tables; ``None`` for an LP."""
+        if not (self.integral or other_integer):
+            return None
+        return np.concatenate([np.full(2 * self.n, self.integral), np.full(others, other_integer)])
+
+    def bounds(self, objective: float) -> tuple[float, float, float]:
+        """``(lower bound, gap, minimax gap)`` of the last alternating solve, a MIP on
+        count tables, for a table of cost ``objective`` (``nan`` where there is none)."""
+        bound, t = self._bound, self._t
+        gap = max((objective - bound[0]) / abs(objective), 0.0) if abs(objective) > 1e-12 else 0.0
+        t_gap = (
+            (max((t[1] - t[0]) / abs(t[1]), 0.0) if abs(t[1]) > 1e-12 else 0.0)
+            if np.isfinite(t[1])
+            else np.nan
+        )
+        return bound[0], gap if np.isfinite(bound[0]) else np.nan, t_gap
+
     def solve(self, direction, deadline, *, feasibility: bool = False):
         lo, hi = self._columns(direction)
         # Scaled to a largest weight of 1 (the same optimum): reciprocal weights of 1e-8 on
@@ -608,11 +662,13 @@ class _Model:
         # optimal (a cell with a level of 1 moved by its whole value, 1e8).
         norm = float(self.w.max(initial=0.0)) or 1.0
         cost = np.zeros(2 * self.n) if feasibility else np.concatenate([self.w, self.w]) / norm
-        h = highs.model(cost, lo, hi, self._rows(), self.rhs, self.rhs)
+        h = highs.model(cost, lo, hi, self._rows(), self.rhs, self.rhs, integer=self._integer())
         out = self._run(h, deadline)
         point = None
         if out is Outcome.OPTIMAL or (out is Outcome.TIME_LIMIT and highs.has_point(h)):
             point = np.asarray(h.getSolution().col_value)[: 2 * self.n]
+            if self.integral:
+                self._bound = (float(h.getInfo().mip_dual_bound) * norm, np.nan)
         return out, point, 1
 
     def _relative_rows(self, capped, scale, cells, excess_rhs, y_coef):
@@ -653,7 +709,10 @@ class _Model:
         a, row_lo, row_hi = self._relative_rows(capped, scale, cells, level, None)
         stage1 = np.zeros(2 * n + 1)
         stage1[-1] = 1.0
-        h = highs.model(stage1, np.append(lo, 0.0), np.append(hi, np.inf), a, row_lo, row_hi)
+        integer = self._integer(1)
+        h = highs.model(
+            stage1, np.append(lo, 0.0), np.append(hi, np.inf), a, row_lo, row_hi, integer=integer
+        )
         out = self._run(h, deadline)
         if out is not Outcome.OPTIMAL:
             point = None
@@ -661,10 +720,26 @@ class _Model:
                 point = np.asarray(h.getSolution().col_value)[: 2 * n]
             return out, point, 1
         t = float(h.getSolution().col_value[-1])
+        if self.integral:
+            self._t = (float(h.getInfo().mip_dual_bound), t)
         stage2 = np.concatenate([self.w, self.w, [0.0]])
-        h2 = highs.model(stage2, np.append(lo, 0.0), np.append(hi, _within(t)), a, row_lo, row_hi)
+        h2 = highs.model(
+            stage2,
+            np.append(lo, 0.0),
+            np.append(hi, _within(t)),
+            a,
+            row_lo,
+            row_hi,
+            integer=integer,
+        )
+        if self.integral:  # stage 1's table is a point of it
+            sol = h2.getSolution()
+            sol.col_value = list(h.getSolution().col_value)
+            h2.setSolution(sol)
         out2 = self._run(h2, deadline, feasible=True)  # stage 1's table is a point of it
         if out2 is Outcome.OPTIMAL or (out2 is Outcome.TIME_LIMIT and highs.has_point(h2)):
+            if self.integral:
+                self._bound = (float(h2.getInfo().mip_dual_bound), np.nan)
             return out2, np.asarray(h2.getSolution().col_value)[: 2 * n], 2
         # Stage 2 out of time (or failed) without a point: stage 1's table is additive and
         # protected.
@@ -684,7 +759,7 @@ class _Model:
         y_lo = np.where(can_down[cells], 0.0, 1.0)
         y_hi = np.where(can_up[cells], 1.0, 0.0)
         a_rel, rel_lo, rel_hi = self._relative_rows(capped, scale, cells, lpl, upl - lpl)
-        integer = np.concatenate([np.zeros(2 * n + 1, bool), np.ones(s, bool)])
+        integer = np.concatenate([np.full(2 * n, self.integral), [False], np.ones(s, bool)])
         t_start, col_start = np.inf, None
         if start is not None:
             up0 = start_direction[cells] > 0
@@ -822,7 +897,7 @@ class _Model:
             a,
             row_lo,
             row_hi,
-            integer=np.concatenate([np.zeros(2 * n, bool), np.ones(s, bool)]),
+            integer=self._integer(s, True),
         )
         if start is not None:
             sol = h.getSolution()
@@ -855,6 +930,18 @@ class _RelativeMip:
     up: np.ndarray
     heuristic_m: bool
     solves: int
+
+
+def _whole_up(v: np.ndarray) -> np.ndarray:
+    """``v`` rounded up to whole numbers, a ``v`` within 1e-9 (relative) above a whole
+    number read as that number (30% of 10 is 3.0000000000000004 in floating point)."""
+    return np.ceil(v - 1e-9 * np.maximum(1.0, np.abs(v)))
+
+
+def _whole_down(v: np.ndarray) -> np.ndarray:
+    """``v`` rounded down to whole numbers, as :func:`_whole_up` (infinite stays)."""
+    with np.errstate(invalid="ignore"):
+        return np.where(np.isfinite(v), np.floor(v + 1e-9 * np.maximum(1.0, np.abs(v))), v)
 
 
 def _within(t: float) -> float:
