@@ -6,15 +6,10 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from service.sdc.conversions import MIN_PERCENT
+
 from .cells import STRICT
 
-#: The least percentage a rule parameter may be (p, k): the rules divide by it (``100/p``,
-#: ``q/p``, ``100/k``, and ``p/f`` under relaxed parameters, f up to 1e6), and below about
-#: 1e-304 the ratio is infinite: a (p,q) rule with p = 5e-324 read every cell as a tie
-#: and called it sensitive (2026-11-28). A rule of p -> 0 never fires (seed 003 D, "if
-#: p = 0 ... there are no sensitive cells"), so nothing is lost at 1e-12 (1e-9 is how
-#: callers ask the filter to publish everything).
-MIN_PERCENT = 1e-12
 Percent = Annotated[float, Field(ge=MIN_PERCENT, lt=100)]
 
 

@@ -688,6 +688,16 @@ def test_conversion_p10_relaxed_for_negative_values(client):
     assert only["rule"]["p"] == pytest.approx(2.5)
 
 
+def test_conversion_relaxed_below_the_least_percentage_is_left_out(client):
+    """p = 6e-8 relaxed by f = 551,983 is 1.1e-13, below the least p a rule may have
+    (1e-12, since 2026-11-27): the reply's schema refused it, a 500 (schemathesis); such
+    an equivalent is left out, as one of p >= 100 is. At f = 59.6 it is 1e-9, listed."""
+    tiny = {"type": "p_percent", "p": 5.960464477539063e-08}
+    assert convert(client, tiny, negative_factor=551983.0827022502) == []
+    (only,) = convert(client, tiny, negative_factor=59.6)
+    assert only["rule"]["p"] == pytest.approx(1.0001e-9, rel=1e-3)
+
+
 def test_conversion_dominance_2_80_relaxed_for_negative_values(client):
     # (100 - k_f)/100 = (100 - 80)/(100 * 4) -> k_f = 100 - 20/4 = 95
     (only,) = convert(client, {"type": "dominance", "n": 2, "k": 80}, negative_factor=4)

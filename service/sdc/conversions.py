@@ -18,6 +18,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+#: The least percentage a rule parameter may be (p, k): the rules divide by it (``100/p``,
+#: ``q/p``, ``100/k``, and ``p/f`` under relaxed parameters, f up to 1e6), and below about
+#: 1e-304 the ratio is infinite: a (p,q) rule with p = 5e-324 read every cell as a tie
+#: and called it sensitive (2026-11-27). A rule of p -> 0 never fires (seed 003 D, "if
+#: p = 0 ... there are no sensitive cells"), so nothing is lost at 1e-12 (1e-9 is how
+#: callers ask the filter to publish everything). The wire's rules (schemas.rules) and
+#: the equivalents :func:`equivalents` returns hold to it.
+MIN_PERCENT = 1e-12
+
 
 def p_from_2k(k: float) -> float:
     """p of the p%-rule that replaces a (2,k)-dominance rule: ``p = 100 (100 - k) / k``.
@@ -261,7 +270,9 @@ def _coalition(params: dict) -> dict:
 
 
 def _valid(e: Equivalent) -> bool:
-    """Only rules the API accepts: 0 < p, k < 100 and p < q <= 10000."""
+    """Only rules the API accepts: MIN_PERCENT <= p, k < 100 and p < q <= 10000 (a p%-rule
+    of 6e-8 relaxed by a factor of 551,983 for negative values is p = 1.1e-13, which the
+    reply's schema refused: a 500 until 2026-11-27, found by schemathesis)."""
     value = e.params.get("p", e.params.get("k"))
     q = e.params.get("q", 100.0)
-    return value is not None and 0.0 < value < 100.0 and value < q <= 10_000.0
+    return value is not None and MIN_PERCENT <= value < 100.0 and value < q <= 10_000.0
