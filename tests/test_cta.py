@@ -757,7 +757,7 @@ def test_route_optimal_directions_meet_the_levels_exactly(client, cost):
     assert reply["check"]["protected"] and reply["solver"]["status"] == "optimal"
 
 
-# --- count tables publish whole counts (leftover of h55's notes, 2026-11-28) ------------
+# --- count tables publish whole counts (a leftover of stop 38's notes, 2026-11-27) ------
 
 
 def counts_3x3(cost: str, directions: str = "alternate") -> dict:

@@ -376,7 +376,7 @@ def test_the_making_of_the_problem_is_deducted_from_the_time_limit(
     assert r.status_code == 200, r.text
     (got,) = given
     # Less the reply's reserve too (min(0.5 s, 5%)): /v1/audit did not keep it until
-    # 2026-11-28, and a 100,000-cell audit's reply (0.9 s) came after the limit.
+    # 2026-11-27, and a 100,000-cell audit's reply (0.9 s) came after the limit.
     assert 0.0 < got <= limit - 0.4 - min(0.5, 0.05 * limit)
 
 

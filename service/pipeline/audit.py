@@ -34,7 +34,7 @@ def audit(
     )
     with core_errors(TABLE_FIELDS, inputs.request_of_cell):
         # Less the reply's reserve, as /v1/suppress: a 100,000-cell audit's reply took
-        # 0.9 s, all of it past the limit until 2026-11-28.
+        # 0.9 s, all of it past the limit until 2026-11-27.
         limit = resolved.time_limit
         left = limit - (time.perf_counter() - started) - min(REPLY_SECONDS, REPLY_SHARE * limit)
         result = audit_pattern(problem, suppressed, time_limit=max(left, 1e-3))

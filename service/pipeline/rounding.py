@@ -87,7 +87,7 @@ def round_table(
         too_fine = ~(np.abs(inputs.values) / body.base < EXACT_MAGNITUDE)
     if too_fine.any():
         # A base of 5e-324 ended the LP with HiGHS's "model refused", and 1e-300 was
-        # refused as "no controlled rounding to this base exists" (2026-11-28): the
+        # refused as "no controlled rounding to this base exists" (2026-11-27): the
         # multiples of so fine a base are not exact numbers.
         raise cell_error(
             inputs.space,

@@ -950,7 +950,7 @@ def table_problem(
     A count table's dominance conditions (seed 001 rules 1-2) are kept for the routes
     that audit a pattern, pruned of those the relations and bounds prove on their own
     within :data:`PRUNE_SECONDS` and half of what is left before ``deadline`` (the
-    request's, ``time.perf_counter()``: until 2026-11-28 the pruning took its 5 s on top
+    request's, ``time.perf_counter()``: until 2026-11-27 the pruning took its 5 s on top
     of a /v1/audit limit of 1 s); without ``conditions`` (rounding and adjustment, which
     read none) they are dropped unread."""
     upper, lower = (

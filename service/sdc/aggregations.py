@@ -345,7 +345,7 @@ def _respondents(source: UnionSource, cells: np.ndarray) -> _Respondents:
     # Distinct when no respondent (a holding, pooled per cell, zero amounts included as
     # the counts include them) lies in two of the cells: then an aggregation's
     # respondents number the sum of its cells' counts. Raw contributions without holdings
-    # spanning cells are such (until 2026-11-28 any raw contribution made the cells not
+    # spanning cells are such (until 2026-11-27 any raw contribution made the cells not
     # distinct, and the frequency search enumerated every subset of small cells: a 3x3
     # table under a minimum frequency of 10 spent 37 s of its 60 on checks it then left
     # undecided at 2,000 supports); summaries' respondents are their own.
@@ -751,7 +751,7 @@ class _Table:
             # slot form, (1,k) over every respondent, holds every dominated atom possibly
             # sensitive, and the exact rule then confirms no point of the MIP: a table
             # without requests under a rule set with the request rule was audited
-            # 'uncertified' wherever a dominated cell was hidden (until 2026-11-28).
+            # 'uncertified' wherever a dominated cell was hidden (until 2026-11-27).
             for k, rule in enumerate(self.rules):
                 if isinstance(rule, rules_mod.RequestRule):
                     self.arrays.measure[k] = self.arrays.alone[k] = -np.inf
