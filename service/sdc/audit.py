@@ -540,21 +540,23 @@ def _cover_completion(a, values, lower, upper, tolerance, seconds) -> np.ndarray
     """A cover table of whole numbers within its bounds that agrees with the known
     (finite) ``values`` and whose relations hold to within ``tolerance``, or ``None``
     (none exists, or none found within ``seconds``): a feasibility MIP."""
-    from scipy.optimize import Bounds, LinearConstraint, milp
-
     known = np.isfinite(values)
     lb = np.where(known, values, lower)
     ub = np.where(known, values, upper)
-    res = milp(
-        np.zeros(len(values)),
-        constraints=LinearConstraint(a, -tolerance, tolerance),
-        integrality=np.ones(len(values)),
-        bounds=Bounds(lb, ub),
-        options={"time_limit": max(seconds, 1e-3)},
+    n, m = len(values), a.shape[0]
+    h = highs.model(
+        np.zeros(n),
+        lb,
+        ub,
+        a,
+        np.full(m, -tolerance),
+        np.full(m, tolerance),
+        integer=np.ones(n, bool),
     )
-    if res.x is None:
+    outcome = highs.run(h, time.perf_counter() + max(seconds, 1e-3))
+    if outcome is not Outcome.OPTIMAL or not highs.has_point(h):
         return None
-    return np.where(known, values, np.round(res.x))
+    return np.where(known, values, np.round(np.asarray(h.getSolution().col_value)))
 
 
 def _whole_bounds(lb: np.ndarray, ub: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
