@@ -708,7 +708,16 @@ def _implied_frequency(rules) -> set[int]:
     }
 
 
-def _rule_arrays(rules, forms, resp: _Respondents) -> _RuleArrays:
+def _rule_arrays(rules, forms, resp: _Respondents, requests: bool) -> _RuleArrays:
+    """The screen's arrays of each rule's slot form over the atoms; ``requests``: some
+    respondent of the table asked for protection.
+
+    The request rule protects respondents that asked for it (seed 000, "Foreign trade
+    rules"): with none in the table it fires on no aggregation (its measure and
+    ``alone`` are ``-inf``), while its slot form, (1,k) over every respondent, held every
+    dominated atom possibly sensitive, and the exact rule then confirmed no point of the
+    MIP: a table without requests under a rule set with the request rule was audited
+    'uncertified' wherever a dominated cell was hidden (until 2026-11-27)."""
     depth = max([1] + [len(f.b) for f in forms if f is not None])
     top = resp.top(depth)
     shape = (len(rules), len(resp.total))
@@ -719,8 +728,11 @@ def _rule_arrays(rules, forms, resp: _Respondents) -> _RuleArrays:
             continue
         b = np.asarray(f.b)
         m = len(b)
-        measure[k] = f.tau * resp.total + top[:, :m] @ b
-        alone[k] = measure[k] - b[-1] * top[:, m - 1]
+        if not requests and isinstance(rules[k], rules_mod.RequestRule):
+            measure[k] = alone[k] = -np.inf
+        else:
+            measure[k] = f.tau * resp.total + top[:, :m] @ b
+            alone[k] = measure[k] - b[-1] * top[:, m - 1]
         scale[k] = np.maximum((1.0 - f.tau) * resp.total, 1e-300)
         plain[k] = -f.tau * resp.total
         om = -f.tau * resp.total - top[:, : m - 1] @ b[1:]
@@ -744,17 +756,8 @@ class _Table:
         self.rules: tuple[Any, ...] = source.ruleset.effective_rules()
         self.forms: list[Any] = [slot_form(r) for r in self.rules]
         self.resp = _respondents(source, self.atoms)
-        self.arrays = _rule_arrays(self.rules, self.forms, self.resp)
-        if not (np.asarray(source.cells.requested) > 0).any():
-            # The request rule protects respondents that asked for it (seed 000, "Foreign
-            # trade rules"): with none in the table it fires on no aggregation, while its
-            # slot form, (1,k) over every respondent, holds every dominated atom possibly
-            # sensitive, and the exact rule then confirms no point of the MIP: a table
-            # without requests under a rule set with the request rule was audited
-            # 'uncertified' wherever a dominated cell was hidden (until 2026-11-27).
-            for k, rule in enumerate(self.rules):
-                if isinstance(rule, rules_mod.RequestRule):
-                    self.arrays.measure[k] = self.arrays.alone[k] = -np.inf
+        requests = bool((np.asarray(source.cells.requested) > 0).any())
+        self.arrays = _rule_arrays(self.rules, self.forms, self.resp, requests)
         self.implied = _implied_frequency(self.rules)
         n = source.cells.n_cells
         self.atom_pos = np.full(n, -1)

@@ -28,7 +28,7 @@ from . import highs
 from .aggregations import AggregationCheck, check_aggregations
 from .errors import InputError
 from .highs import Outcome
-from .problem import RuleConditions, TableProblem, bounds, relations_of
+from .problem import RuleConditions, TableProblem, bounds, relations_of, whole_above
 from .table import LinkedTables
 from .unions import UnionCheck
 
@@ -463,20 +463,20 @@ def _on_cover(
     table consistent with the linked ones (:func:`_cover_completion`)."""
     cover, at = linked.union_table, linked.union_index
     cells = np.flatnonzero(p.suppressed)
-    if cover.n_cells > COVER_MAX_CELLS:
-        n = len(cells)
-        nan = np.full(n, np.nan)
+
+    def uncertified(status: str, message: str) -> FeasibilityIntervals:
+        nan = np.full(len(cells), np.nan)
         return FeasibilityIntervals(
-            cells,
-            nan,
-            nan.copy(),
-            np.zeros(n, bool),
+            cells, nan, nan.copy(), np.zeros(len(cells), bool), status, message, 0,
+            time.perf_counter() - start,
+        )  # fmt: skip
+
+    if cover.n_cells > COVER_MAX_CELLS:
+        return uncertified(
             "error",
             f"the linked tables form a cycle, so their intervals are those of their cover "
             f"table, whose {cover.n_cells} cells are more than {COVER_MAX_CELLS}: not "
             "certified",
-            0,
-            time.perf_counter() - start,
         )
     n = cover.n_cells
     values = np.full(n, np.nan)
@@ -491,16 +491,10 @@ def _on_cover(
     if integral:
         whole = _cover_completion(cover.relations, values, lower, upper, p.tolerance, left)
         if whole is None:
-            return FeasibilityIntervals(
-                cells,
-                np.full(len(cells), np.nan),
-                np.full(len(cells), np.nan),
-                np.zeros(len(cells), bool),
+            return uncertified(
                 "time_limit" if time.perf_counter() - start >= p.time_limit else "infeasible",
                 "no cover table of non-negative whole numbers was found that has the linked "
                 "tables as its margins (in time); not certified",
-                0,
-                time.perf_counter() - start,
             )
         values = whole
     cover_levels = None
@@ -1294,7 +1288,7 @@ def _fires_everywhere(problem: TableProblem, hidden_mask, which, deadline, mip=T
             continue
         full = cond.weights.getrow(int(i)).data
         if problem.integral and np.all(full == np.round(full)):
-            target = np.floor(need + 1e-9 * max(1.0, abs(need))) + 1.0  # whole: > need
+            target = whole_above(need)
         else:
             # Strictly above, by more than the solver's feasibility tolerance.
             target = need + 1e-6 * max(1.0, abs(need), float(np.abs(full).max()))

@@ -60,6 +60,13 @@ class RuleConditions:
         return len(self.cell)
 
 
+def whole_above(value: float) -> float:
+    """The least whole number strictly above ``value`` (a value within round-off of a
+    whole number counts as it): what ``w x`` must reach on a count table, whose ``x`` are
+    whole, to escape a dominance condition ``w x <= value`` (:class:`RuleConditions`)."""
+    return float(np.floor(value + 1e-9 * max(1.0, abs(value))) + 1.0)
+
+
 @dataclass(frozen=True, eq=False)
 class TableProblem:
     """Relations, values, bounds, sensitivity, protection levels, contributions.

@@ -14,7 +14,7 @@ import scipy.sparse as sp
 from .. import highs
 from ..errors import InputError
 from ..highs import Outcome
-from ..problem import TableProblem, reachable_levels
+from ..problem import TableProblem, reachable_levels, whole_above
 
 COST_KINDS = ("value", "unity", "contributors", "log", "weights")
 #: A sensitive cell with no protection level must still not be disclosed exactly: it gets
@@ -141,7 +141,7 @@ def condition_requirements(
         o = int(others[np.argmin(np.abs(x[others]))])
         per_unit = min(abs(wm * a_r[o] / a_r[t]), abs(wc * a_r[o] / a_r[c]))
         need = float(cond.bound[i]) - float(coef @ x[row])
-        target = np.floor(need + 1e-9 * max(1.0, abs(need))) + 1.0 if table.integral else need
+        target = whole_above(need) if table.integral else need
         level = max(target, 0.0) / per_unit if per_unit > 0 else 0.0
         if table.integral:
             level = float(np.ceil(level - 1e-9))
@@ -177,32 +177,36 @@ def condition_supports(p: SearchProblem, which: np.ndarray) -> np.ndarray:
     if cond is None or not len(which):
         return hide
     weights = cond.weights.tocsr()
-    both = sp.hstack([p.a, -p.a]).tocsr()
     up = np.where(p.allowed, p.room_up, 0.0)
     down = np.where(p.allowed, p.room_down, 0.0)
     unit = np.maximum(p.cost, 1e-6 * max(float(p.cost.max(initial=0.0)), 1.0))
-    zeros = np.zeros(both.shape[0])
+    # One model of the deviations (columns up, down; rows A z = 0), each condition's row
+    # added for its solve and deleted after.
+    m = p.a.shape[0]
+    h = highs.model(
+        np.concatenate([unit, unit]),
+        np.zeros(2 * n),
+        np.concatenate([up, down]),
+        sp.hstack([p.a, -p.a]),
+        np.zeros(m),
+        np.zeros(m),
+    )
     for i in np.asarray(which, np.int64).tolist():
-        w = weights[i].toarray().ravel()
-        need = float(cond.bound[i]) - float(w @ p.values)
-        if p.table.integral:
-            target = np.floor(need + 1e-9 * max(1.0, abs(need))) + 1.0
-        else:
-            target = need + 1e-6 * max(1.0, abs(need))
+        lo, hi = weights.indptr[i], weights.indptr[i + 1]
+        cells, w = weights.indices[lo:hi], weights.data[lo:hi]
+        need = float(cond.bound[i]) - float(w @ p.values[cells])
+        target = whole_above(need) if p.table.integral else need + 1e-6 * max(1.0, abs(need))
         if target <= 0:
             continue
-        h = highs.model(
-            np.concatenate([unit, unit]),
-            np.zeros(2 * n),
-            np.concatenate([up, down]),
-            sp.vstack([both, sp.csr_matrix(np.concatenate([w, -w])[None, :])]),
-            np.append(zeros, target),
-            np.append(zeros, np.inf),
-        )
-        if highs.run(h, p.deadline) is not Outcome.OPTIMAL:
-            continue  # no such deviation, or no time: the audit names the cell
-        z = np.asarray(h.getSolution().col_value)
-        hide |= (z[:n] + z[n:]) > 1e-9 * max(1.0, target)
+        columns = np.concatenate([cells, n + cells]).astype(np.int32)
+        h.addRow(target, np.inf, len(columns), columns, np.concatenate([w, -w]))
+        h.clearSolver()  # each condition from scratch, as a model of its own
+        outcome = highs.run(h, p.deadline)
+        if outcome is Outcome.OPTIMAL:
+            z = np.asarray(h.getSolution().col_value)
+            hide |= (z[:n] + z[n:]) > 1e-9 * max(1.0, target)
+        # else no such deviation, or no time: the audit names the cell
+        h.deleteRows(1, np.array([m], dtype=np.int32))
     return hide
 
 
