@@ -821,14 +821,18 @@ def test_removals_refused_without_an_lp_disclose_a_sensitive_cell(data, three_d,
 def test_rounds_that_end_by_themselves_are_not_a_time_limit(monkeypatch):
     """Where the rounds can add nothing more and the audit rejects their pattern, the
     search ended by itself, with time to spare: status ``no_safe_pattern`` with the
-    reason, not ``time_limit`` (which said a longer limit might find one)."""
+    reason, not ``time_limit`` (which said a longer limit might find one). The last
+    resort's audit (every cell hidden) rejects too, so it stays ``no_safe_pattern``."""
     from service.sdc.rules import PriorPosterior
 
     class Rejected:
-        safe, aggregations = False, None
+        safe, aggregations, verdict, reasons = False, None, "unsafe", ("rejected",)
 
     monkeypatch.setattr(
         sys.modules["service.sdc.suppress.fast"], "_audit", lambda p, y, *rest: Rejected()
+    )
+    monkeypatch.setattr(
+        sys.modules["service.sdc.suppress"], "audit_pattern", lambda *a, **k: Rejected()
     )
     t = Table(
         [Hierarchy.flat(d, [f"{d}{i}" for i in range(k)], "T") for d, k in zip("xyz", (3, 2, 2))]
@@ -837,6 +841,7 @@ def test_rounds_that_end_by_themselves_are_not_a_time_limit(monkeypatch):
     r = suppress(problem, cost=cell_costs("value", problem.values), method="fast", time_limit=60)
     assert r.status == "no_safe_pattern", r.message
     assert "could not be made safe" in r.message and not r.suppressed.any()
+    assert "hiding every cell allowed is not safe either (rejected)" in r.message
 
 
 def test_an_audit_undecided_by_a_tie_is_no_time_limit():
@@ -868,16 +873,18 @@ def test_an_audit_undecided_by_a_tie_is_no_time_limit():
     problem = _problem_of_leaves(t, leaves, PPercent(10.0))
     # Cells of the linked tables x-y and z-y: a total in z, or in x.
     outside = np.array(["T" not in (t.key(c)[0], t.key(c)[2]) for c in range(t.n_cells)])
-    r = suppress(
-        problem,
-        cost=cell_costs("value", problem.values),
-        method="fast",
-        time_limit=30,
-        forced=outside,
-    )
+    cost = cell_costs("value", problem.values)
+    with pytest.MonkeyPatch.context() as mp:  # the search's own result
+        mp.setattr(sys.modules["service.sdc.suppress"], "_last_resort", lambda *a: a[-1])
+        r = suppress(problem, cost=cost, method="fast", time_limit=30, forced=outside)
     assert r.status == "no_safe_pattern", r.message
     assert "cannot be certified" in r.message
     assert r.audit.verdict == "uncertified" and not r.audit.aggregations.out_of_time
+    # The last resort (every cell allowed hidden, then thinned) finds a pattern it can.
+    r = suppress(problem, cost=cost, method="fast", time_limit=30, forced=outside)
+    assert r.status == "feasible" and r.safe, r.message
+    assert "cannot be certified" in r.message and "every cell allowed was hidden" in r.message
+    assert audit_pattern(problem, r.suppressed).verdict == "safe"
 
 
 def test_a_pattern_the_final_audit_rejects_is_repaired():
@@ -909,5 +916,6 @@ def test_a_pattern_the_final_audit_rejects_is_repaired():
     fast_module = sys.modules["service.sdc.suppress.fast"]
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(fast_module, "AUDIT_REPAIRS", 0)
+        mp.setattr(sys.modules["service.sdc.suppress"], "_last_resort", lambda *a: a[-1])
         once = suppress(problem, cost=cost, method="fast", time_limit=30)
     assert once.status == "no_safe_pattern" and "sensitive aggregation" in once.message

@@ -182,6 +182,11 @@ class WorkClock(Clock):
     def spend(self, h: highspy.Highs) -> None:
         iterations = max(int(h.getInfo().simplex_iteration_count), 0)
         self.used += 1.0 + iterations
+        # A run HiGHS stopped at the wall deadline (its only time limit here, :meth:`limit`)
+        # is the wall clock's doing, even if no reading of :meth:`now` comes after it:
+        # the result then said "work limit" (tests/test_deterministic.py, one run in three).
+        if h.getModelStatus() == _MS.kTimeLimit or time.perf_counter() >= self.wall_deadline:
+            self.wall_hit = True
         meter = getattr(h, "sdc_meter", None)
         if meter is not None:
             self.stride = max(self.stride, meter.stride, iterations - meter.iterations)

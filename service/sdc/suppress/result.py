@@ -39,7 +39,10 @@ class SuppressionResult:
         ``no_safe_pattern``: none exists within the caller's constraints, or the pattern
         found failed the audit, or cannot be certified however long the audit runs (hidden
         cells with common parts, :data:`service.sdc.aggregations.SHARED_PARTS`; an
-        aggregation at a tie of a strict rule); ``message`` says why.
+        aggregation at a tie of a strict rule); ``message`` says why. From ``fast`` and
+        ``exact`` only where hiding every cell allowed fails the audit too (or could not
+        be certified in time): otherwise that pattern, thinned, is returned
+        (``service.sdc.suppress._last_resort``).
     objective : float
         Cost of the pattern's suppressions (all suppressed cells).
     lower_bound : float
