@@ -10,10 +10,10 @@ from typing import assert_never
 import numpy as np
 
 from schemas.tables import SolveStatus, SuppressRequest, SuppressStatus
-from service.sdc.audit import audit_pattern
 from service.sdc.highs import Outcome
 from service.sdc.problem import TableProblem
 from service.sdc.suppress import PartialResult, SuppressionResult, cell_costs, suppress
+from service.sdc.suppress.partial import pattern_intervals
 
 from .audit import audit_reply
 from .errors import TABLE_FIELDS, RequestInputError, core_errors
@@ -139,35 +139,14 @@ def _partial(
     started: float,
     time_limit: float,
 ) -> SuppressionResult:
-    """Partial suppression (seed 000, "Cell suppression ... Partial suppression"; Salazar
-    2003): the safe pattern ``r`` with each suppressed cell's certified feasibility
-    interval published instead of a cross, and its audit recomputed with the published
-    intervals as the cells' a-priori bounds (what an intruder then knows).
-
-    Why this keeps the pattern safe: the intruder's knowledge of the suppressed cells is
-    the polytope ``P = {y : relations, a-priori bounds, published cells fixed}``, and the
-    audit's interval ``[l_j, u_j]`` of a suppressed cell ``j`` is the projection of ``P``
-    on ``y_j`` (min and max of ``y_j`` over ``P``, seed 000 "feasibility interval"). So
-    every ``y`` in ``P`` already has ``l_j <= y_j <= u_j`` for all ``j`` at once:
-    adding those bounds leaves ``P`` unchanged, and with it every interval, every
-    protection check and every aggregation an intruder can derive. Only certified
-    intervals are published: an interval from an LP stopped early may be narrower than
-    the projection and would tell the intruder something new, so those cells keep their
-    cross. The recomputed audit checks this rather than relying on it (solver round-off
-    could make a published bound cut ``P`` by a hair): the reply is safe only if its
-    verdict is safe again.
-    """
-    audit = r.audit
-    assert audit is not None  # a safe result carries its audit (SuppressionResult.safe)
-    iv = audit.intervals
-    lower, upper = problem.lower_bounds.copy(), problem.upper_bounds.copy()
-    cells = iv.cells[iv.certified]
-    lower[cells] = np.maximum(lower[cells], iv.lower[iv.certified])
-    upper[cells] = np.minimum(upper[cells], iv.upper[iv.certified])
-    bounded = replace(problem, lower_bounds=lower, upper_bounds=upper)
+    """Partial suppression of the safe pattern ``r``: each suppressed cell's certified
+    feasibility interval published instead of a cross, its audit recomputed with them as
+    the intruder's bounds (:func:`service.sdc.suppress.partial.pattern_intervals`, which
+    says why that keeps it safe); ``no_safe_pattern`` if that audit is not safe."""
+    assert r.audit is not None  # a safe result carries its audit (SuppressionResult.safe)
     left = time_limit - (time.perf_counter() - started)
     with core_errors(TABLE_FIELDS, inputs.request_of_cell):
-        again = audit_pattern(bounded, r.suppressed, time_limit=max(left, 1e-3))
+        _, _, again = pattern_intervals(problem, r.suppressed, r.audit, left)
     if again.verdict == "safe":
         return replace(r, audit=again)
     return replace(

@@ -138,6 +138,35 @@ class PartialResult(SuppressionResult):
     width: float = float("nan")
 
 
+def pattern_intervals(problem: TableProblem, suppressed: np.ndarray, audit, time_limit: float):
+    """Partial suppression of a safe pattern (seed 000, "Cell suppression ... Partial
+    suppression"; Salazar 2003): each suppressed cell's certified feasibility interval
+    (from ``audit``, the pattern's) published instead of a cross, as ``(lower, upper,
+    audit again)``: the a-priori bounds narrowed to those intervals, and the pattern
+    audited once more with them as the intruder's bounds (within ``time_limit``
+    seconds). A cell whose interval is not certified keeps its a-priori bounds (a cross).
+
+    Why this keeps the pattern safe: the intruder's knowledge of the suppressed cells is
+    the polytope ``P = {y : relations, a-priori bounds, published cells fixed}``, and the
+    audit's interval ``[l_j, u_j]`` of a suppressed cell ``j`` is the projection of ``P``
+    on ``y_j`` (min and max of ``y_j`` over ``P``, seed 000 "feasibility interval"). So
+    every ``y`` in ``P`` already has ``l_j <= y_j <= u_j`` for all ``j`` at once:
+    adding those bounds leaves ``P`` unchanged, and with it every interval, every
+    protection check and every aggregation an intruder can derive. Only certified
+    intervals are published: an interval from an LP stopped early may be narrower than
+    the projection and would tell the intruder something new. The second audit checks
+    this rather than relying on it (solver round-off could make a published bound cut
+    ``P`` by a hair): the result is safe only if its verdict is safe again."""
+    iv = audit.intervals
+    lower, upper = problem.lower_bounds.copy(), problem.upper_bounds.copy()
+    cells = iv.cells[iv.certified]
+    lower[cells] = np.maximum(lower[cells], iv.lower[iv.certified])
+    upper[cells] = np.minimum(upper[cells], iv.upper[iv.certified])
+    bounded = dataclasses.replace(problem, lower_bounds=lower, upper_bounds=upper)
+    again = audit_pattern(bounded, suppressed, time_limit=max(time_limit, 1e-3))
+    return lower, upper, again
+
+
 @dataclass
 class _Requirement:
     """Move ``cell`` by ``target`` in direction ``sense``; ``room_up``/``room_down``: the
