@@ -604,3 +604,27 @@ def test_fractional_replicate_weights_are_not_certified(client, method):
     # aggregation (20, 12, 12) is safe and the four cells hidden are certified.
     whole = client.post("/v1/suppress", json=_fractional_weights_body(1.0) | {"method": method})
     assert whole.json()["safe"] is True
+
+
+@pytest.mark.parametrize("method", ["fast", "exact"])
+def test_public_weights_below_one_are_not_certified(client, method):
+    """A helper's campaign (h58), `sample_public_weights` (X-hat - w1 x1 - w2 x2 <
+    p/100 x1): (a0, b0) is one observation 100 of weight 0.5, (a1, b1) 30, 5 and 4 of
+    weight 1 (safe alone). Their difference, published by the 2x2 with every cell
+    hidden, pools to a cell the rule calls sensitive (x1 = 100: 10 > 89 - 50 - 30), but
+    the check's first slot was the weighted 50, not the 100 it protects: the audit said
+    `safe` and the suppression returned that pattern as `optimal`."""
+    b = _fractional_weights_body(1.0)
+    b["rules"] = {"rules": [{"type": "p_percent", "p": 10}], "weights": "sample_public_weights"}
+    b["cells"][0]["contributions"] = [{"value": 100, "weight": 0.5}]
+    b["cells"][3]["contributions"] = [{"value": v, "weight": 1.0} for v in (30, 5, 4)]
+    pooled = b["cells"][0]["contributions"] + b["cells"][3]["contributions"]
+    one = {"cells": [{"key": ["x"], "contributions": pooled}], "rules": b["rules"]}
+    assert client.post("/v1/sensitivity", json=one).json()["cells"][0]["sensitive"]
+    reply = client.post("/v1/suppress", json=b | {"method": method}).json()
+    assert reply["safe"] is False and reply["solver"]["status"] == "no_safe_pattern"
+    for cell in b["cells"]:
+        cell["suppressed"] = True
+    audit = client.post("/v1/audit", json=b).json()
+    assert audit["verdict"] == "uncertified"
+    assert "public weights below 1" in audit["aggregations"]["message"]

@@ -621,17 +621,20 @@ def _linked_per_cell(relations) -> bool:
 
 #: Why a group with fractional replicate weights is left undecided (:func:`_fractional`).
 FRACTIONAL_WEIGHTS = (
-    "fractional sampling weights (replicate formulation): the rules fill a slot of an "
-    "aggregation with fractional parts of several cells' contributions, which the check, "
-    "working on whole respondents per cell, can understate; not certified (round the "
-    "weights, or use weights 'sample')"
+    "fractional sampling weights (replicate formulation), or public weights below 1: the "
+    "rules fill a slot of an aggregation with fractional parts of several cells' "
+    "contributions (or protect an observation larger than its weighted slot), which the "
+    "check, working on whole respondents per cell, can understate; not certified (round "
+    "the weights, or use weights 'sample')"
 )
 
 
 def _fractional(source: UnionSource, atoms: np.ndarray) -> np.ndarray:
     """Which ``atoms`` hold a respondent of fractional mass: a contribution with a
     non-integer sampling weight under the replicate formulation, or a summary with a
-    non-integer count (a weighted cell's slots).
+    non-integer count (a weighted cell's slots); and, under ``sample_public_weights``, a
+    contribution of weight below 1 (its slot ``w x`` is less than the ``x`` it protects).
+
 
     Seed 000 (Sampling weights) replicates an observation ``x`` of weight ``w`` ``w``
     times; for a fractional ``w`` the service's "simple extension" fills slot ``j`` with
@@ -648,15 +651,28 @@ def _fractional(source: UnionSource, atoms: np.ndarray) -> np.ndarray:
     ``undecided`` (safe reading: what cannot be proven is not certified); a sensitive
     aggregation the check finds is still reported, judged exactly by
     :func:`service.sdc.unions.judge`, which pools the weighted observations."""
+    n = source.cells.n_cells
     out = np.zeros(len(atoms), bool)
+    raw = np.zeros(n, bool)
     c = source.contributions
-    if c is not None and c.weight is not None and c.weights_mode == "replicate":
-        weight = np.asarray(c.weight, dtype=float)
-        frac = np.abs(weight - np.round(weight)) > 1e-9 * np.maximum(1.0, weight)
-        per_cell = np.bincount(np.asarray(c.cell)[frac], minlength=source.cells.n_cells)
-        out |= per_cell[atoms] > 0
+    if c is not None:
+        raw[np.asarray(c.cell)] = True
+        if c.weight is not None and c.weights_mode == "replicate":
+            weight = np.asarray(c.weight, dtype=float)
+            frac = np.abs(weight - np.round(weight)) > 1e-9 * np.maximum(1.0, weight)
+            out |= np.bincount(np.asarray(c.cell)[frac], minlength=n)[atoms] > 0
+        elif c.weight is not None and c.weights_mode == "sample_public_weights":
+            # The screen's slots are ``w x`` (what the intruders subtract) and its first
+            # slot stands for the protected ``x_1^s``: an upper bound only where
+            # ``w >= 1``. Below 1 it understates (h58: 100 x 0.5 beside 30, 5, 4 pooled
+            # has measure 10 > 0 by the rule, while the slots 50, 30 gave -4).
+            light = np.asarray(c.weight, dtype=float) < 1.0
+            out |= np.bincount(np.asarray(c.cell)[light], minlength=n)[atoms] > 0
+    # A caller's summary (a cell without contributions) with a fractional count; the
+    # counts of weighted contributions (sums of weights) are read from the weights above:
+    # under ``sample`` their respondents are the observations, whole.
     count = np.asarray(source.cells.count, dtype=float)[atoms]
-    out |= np.abs(count - np.round(count)) > 1e-9 * np.maximum(1.0, count)
+    out |= ~raw[atoms] & (np.abs(count - np.round(count)) > 1e-9 * np.maximum(1.0, count))
     return out
 
 
