@@ -596,3 +596,76 @@ def test_where_every_search_fails_the_pattern_hiding_every_cell_is_thinned(clien
         lo, hi = intervals[np.searchsorted(order, j)]
         level = 0.2 * full[j]
         assert hi - full[j] >= level - 1e-6 and full[j] - lo >= level - 1e-6
+
+
+def _fractional_weights_body(weight: float) -> dict:
+    """2x2 whose diagonal cells are p%-sensitive under replicate weights: (a0, b0) one
+    observation 20 of weight w, (a1, b1) 12 of weight w and 12 of weight 1; the other
+    two cells five observations of weight 2 each (safe)."""
+    big = [{"value": v, "weight": 2.0} for v in (40, 35, 30, 30, 25)]
+    return {
+        "structure": {
+            "dimensions": [
+                {"name": "a", "leaves": ["a0", "a1"]},
+                {"name": "b", "leaves": ["b0", "b1"]},
+            ]
+        },
+        "cells": [
+            {"key": ["a0", "b0"], "contributions": [{"value": 20, "weight": weight}]},
+            {"key": ["a0", "b1"], "contributions": big},
+            {"key": ["a1", "b0"], "contributions": big},
+            {
+                "key": ["a1", "b1"],
+                "contributions": [{"value": 12, "weight": weight}, {"value": 12, "weight": 1}],
+            },
+        ],
+        "rules": {"rules": [{"type": "p_percent", "p": 30}]},
+    }
+
+
+@pytest.mark.parametrize("method", ["fast", "exact"])
+def test_fractional_replicate_weights_are_not_certified(client, method):
+    """A helper's campaign (h58): hiding all four cells publishes (a1, b1) - (a0, b0) = 8,
+    whose observations pooled, 20 x 0.5, 12 x 0.5 and 12 x 1 (the same rule as for a
+    cell: /v1/sensitivity calls that cell sensitive), fill replicate slots 16 and 12 of
+    a total of 28: the rest 0 < 4.8 = 30% of 16. The check took each cell's slots as
+    respondents of their own (10; 12, 6), and the suppression's screen proved the group
+    on them: `safe`, `optimal`. Fractional replicate weights are not certified now."""
+    reply = client.post("/v1/suppress", json=_fractional_weights_body(0.5) | {"method": method})
+    reply = reply.json()
+    assert reply["safe"] is False and reply["solver"]["status"] == "no_safe_pattern"
+    # The audit of that pattern finds the aggregation itself, judged on pooled observations.
+    b = _fractional_weights_body(0.5)
+    for cell in b["cells"]:
+        cell["suppressed"] = True
+    audit = client.post("/v1/audit", json=b).json()
+    assert audit["verdict"] == "unsafe"
+    assert audit["aggregations"]["worst"]["measure"] == pytest.approx(16.0)
+    # Whole weights are whole respondents, judged as before: with weight 1 the pooled
+    # aggregation (20, 12, 12) is safe and the four cells hidden are certified.
+    whole = client.post("/v1/suppress", json=_fractional_weights_body(1.0) | {"method": method})
+    assert whole.json()["safe"] is True
+
+
+@pytest.mark.parametrize("method", ["fast", "exact"])
+def test_public_weights_below_one_are_not_certified(client, method):
+    """A helper's campaign (h58), `sample_public_weights` (X-hat - w1 x1 - w2 x2 <
+    p/100 x1): (a0, b0) is one observation 100 of weight 0.5, (a1, b1) 30, 5 and 4 of
+    weight 1 (safe alone). Their difference, published by the 2x2 with every cell
+    hidden, pools to a cell the rule calls sensitive (x1 = 100: 10 > 89 - 50 - 30), but
+    the check's first slot was the weighted 50, not the 100 it protects: the audit said
+    `safe` and the suppression returned that pattern as `optimal`."""
+    b = _fractional_weights_body(1.0)
+    b["rules"] = {"rules": [{"type": "p_percent", "p": 10}], "weights": "sample_public_weights"}
+    b["cells"][0]["contributions"] = [{"value": 100, "weight": 0.5}]
+    b["cells"][3]["contributions"] = [{"value": v, "weight": 1.0} for v in (30, 5, 4)]
+    pooled = b["cells"][0]["contributions"] + b["cells"][3]["contributions"]
+    one = {"cells": [{"key": ["x"], "contributions": pooled}], "rules": b["rules"]}
+    assert client.post("/v1/sensitivity", json=one).json()["cells"][0]["sensitive"]
+    reply = client.post("/v1/suppress", json=b | {"method": method}).json()
+    assert reply["safe"] is False and reply["solver"]["status"] == "no_safe_pattern"
+    for cell in b["cells"]:
+        cell["suppressed"] = True
+    audit = client.post("/v1/audit", json=b).json()
+    assert audit["verdict"] == "uncertified"
+    assert "public weights below 1" in audit["aggregations"]["message"]

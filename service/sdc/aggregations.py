@@ -484,6 +484,11 @@ def check_aggregations(
                 continue
             groups += 1
             status, aggregation, how = outcome
+            if status == "safe" and group.pools_fractions:
+                # The screen's and the MIP's proofs rest on unit respondents, which
+                # fractional replicate weights are not (FRACTIONAL_WEIGHTS).
+                status = "undecided"
+                work.why.add(FRACTIONAL_WEIGHTS)
             statuses.append(status)
             screened += status == "safe" and group.mip_solves == 0
             if proven is not None and tag is not None and status == "safe":
@@ -612,6 +617,63 @@ def _linked_per_cell(relations) -> bool:
     return getattr(relations, "union_index", None) is not None and (
         len(getattr(relations, "tables", ())) >= 2
     )
+
+
+#: Why a group with fractional replicate weights is left undecided (:func:`_fractional`).
+FRACTIONAL_WEIGHTS = (
+    "fractional sampling weights (replicate formulation), or public weights below 1: the "
+    "rules fill a slot of an aggregation with fractional parts of several cells' "
+    "contributions (or protect an observation larger than its weighted slot), which the "
+    "check, working on whole respondents per cell, can understate; not certified (round "
+    "the weights, or use weights 'sample')"
+)
+
+
+def _fractional(source: UnionSource, atoms: np.ndarray) -> np.ndarray:
+    """Which ``atoms`` hold a respondent of fractional mass: a contribution with a
+    non-integer sampling weight under the replicate formulation, or a summary with a
+    non-integer count (a weighted cell's slots); and, under ``sample_public_weights``, a
+    contribution of weight below 1 (its slot ``w x`` is less than the ``x`` it protects).
+
+
+    Seed 000 (Sampling weights) replicates an observation ``x`` of weight ``w`` ``w``
+    times; for a fractional ``w`` the service's "simple extension" fills slot ``j`` with
+    the mass of the sorted replicated sequence in ``[j-1, j)``. Applied to an aggregation
+    (seed 002 Operational criterion 2: the same rule as for a cell), the observations of
+    its cells are pooled, so a slot can take the fractional parts of several cells:
+    0.5 x 20 in one cell and 0.5 x 12 + 1 x 12 in another make slots 16 and 12 of a total
+    of 28 (an estimated 2 contributors, p%-sensitive), while each cell's slots taken as
+    respondents of their own (10; 12, 6) leave 6 unexplained and look safe. No split into
+    whole respondents that keeps the cells' totals bounds the pooled slots (the parts of
+    one slot come from several cells), so the screen's and the MIP's proofs, built on
+    whole respondents, do not hold; found by a helper's campaign (h58): ``/v1/suppress``
+    called such a pattern ``safe``. Groups with such an atom and another are left
+    ``undecided`` (safe reading: what cannot be proven is not certified); a sensitive
+    aggregation the check finds is still reported, judged exactly by
+    :func:`service.sdc.unions.judge`, which pools the weighted observations."""
+    n = source.cells.n_cells
+    out = np.zeros(len(atoms), bool)
+    raw = np.zeros(n, bool)
+    c = source.contributions
+    if c is not None:
+        raw[np.asarray(c.cell)] = True
+        if c.weight is not None and c.weights_mode == "replicate":
+            weight = np.asarray(c.weight, dtype=float)
+            frac = np.abs(weight - np.round(weight)) > 1e-9 * np.maximum(1.0, weight)
+            out |= np.bincount(np.asarray(c.cell)[frac], minlength=n)[atoms] > 0
+        elif c.weight is not None and c.weights_mode == "sample_public_weights":
+            # The screen's slots are ``w x`` (what the intruders subtract) and its first
+            # slot stands for the protected ``x_1^s``: an upper bound only where
+            # ``w >= 1``. Below 1 it understates (h58: 100 x 0.5 beside 30, 5, 4 pooled
+            # has measure 10 > 0 by the rule, while the slots 50, 30 gave -4).
+            light = np.asarray(c.weight, dtype=float) < 1.0
+            out |= np.bincount(np.asarray(c.cell)[light], minlength=n)[atoms] > 0
+    # A caller's summary (a cell without contributions) with a fractional count; the
+    # counts of weighted contributions (sums of weights) are read from the weights above:
+    # under ``sample`` their respondents are the observations, whole.
+    count = np.asarray(source.cells.count, dtype=float)[atoms]
+    out |= ~raw[atoms] & (np.abs(count - np.round(count)) > 1e-9 * np.maximum(1.0, count))
+    return out
 
 
 #: Why a group of hidden cells that share parts is left undecided (:func:`_sharing`).
@@ -765,6 +827,8 @@ class _Table:
         known = np.ones(n, bool) if source.known is None else np.asarray(source.known, bool)
         self.known = known[self.atoms]
         self.measure, self.scale = self.arrays.measure, self.arrays.scale
+        # Atoms with respondents of fractional mass (FRACTIONAL_WEIGHTS), by position.
+        self.fractional = _fractional(source, self.atoms)
 
     @classmethod
     def of(cls, relations, source: UnionSource) -> _Table:
@@ -1175,6 +1239,12 @@ class _Group:
         self.failing: list[tuple[int, int, tuple[int, ...]]] = []
         self.more_found: list[Aggregation] = []
         self.mip_solves = 0
+
+    @property
+    def pools_fractions(self) -> bool:
+        """Whether an aggregation of the group can pool a respondent of fractional mass
+        with another atom's (:func:`_fractional`): its safety is then not proven."""
+        return len(self.pos) > 1 and bool(self.w.table.fractional[self.pos].any())
 
     def publish(self, atoms: np.ndarray | None) -> None:
         """Judge the group as if the cell holding the ``atoms`` (a mask; the atoms of one

@@ -343,11 +343,8 @@ def _last_resort(problem, cost, forbidden, forced, method, start, end, result):
     y = p.allowed.copy()
     audit = audit_pattern(p.table, y, time_limit=max(end - time.perf_counter(), 1e-3))
     if not audit.safe:
-        why = (
-            "could not be certified in time either"
-            if audit.verdict == "uncertified"
-            else "is not safe either (" + "; ".join(audit.reasons) + ")"
-        )
+        verdict = "cannot be certified" if audit.verdict == "uncertified" else "is not safe"
+        why = f"{verdict} either (" + "; ".join(audit.reasons) + ")"
         return dataclasses.replace(
             result, message=f"{result.message}; hiding every cell allowed {why}"
         )
