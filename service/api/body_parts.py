@@ -305,7 +305,8 @@ class _Run:
         first: tuple | None = None
         k, n = 0, len(starts)
         while k < n:
-            next_large = large[np.searchsorted(large, k)] if len(large) else n
+            at = int(np.searchsorted(large, k))
+            next_large = int(large[at]) if at < len(large) else n
             if next_large == k:
                 element = None
                 if self._spans(int(bounds[k]) + 1, int(bounds[k + 1]) - 1):
@@ -327,7 +328,7 @@ class _Run:
                     )
             else:
                 m = int(np.searchsorted(ends, starts[k] + PART_BYTES, side="right"))
-                m = min(max(m, k + 1), int(next_large))
+                m = min(max(m, k + 1), next_large)
                 element = self._run(item, int(starts[k]), int(ends[m - 1]), m == n)
             errors += [dict(e, loc=(e["loc"][0] + k, *e["loc"][1:])) for e in element.errors]
             if not errors:
@@ -341,7 +342,13 @@ class _Run:
     def _run(self, item: type[BaseModel], lo: int, hi: int, last: bool) -> _Result:
         """Bytes ``lo``..``hi`` (whole items and the commas between them) as a list of
         ``item``; ``last``: the list's closing bracket follows."""
-        pieces: list[tuple[int, int] | bytes] = [b"[", (lo, hi + 1) if last else (lo, hi)]
+        # A last item of whitespace after a comma: a trailing comma, shown to Pydantic after
+        # a stand-in item (alone, "[ ]" would be an empty list).
+        trailing = last and self.raw[lo - 1] == _COMMA and not self.raw[lo:hi].strip()
+        pieces: list[tuple[int, int] | bytes] = [
+            b"[0," if trailing else b"[",
+            (lo, hi + 1) if last else (lo, hi),
+        ]
         if not last:
             pieces.append(b"]")
         text, where = _joined(self.raw, pieces)
