@@ -55,7 +55,7 @@ _COMMA, _COLON, _BRACE, _BRACKET = ord(","), ord(":"), ord("{"), ord("[")
 #: Per byte: 1 opens a container, -1 closes one, 2 separates (comma, colon), 0 neither.
 _KIND = np.zeros(256, np.int8)
 _KIND[list(_OPEN)], _KIND[list(_CLOSE)], _KIND[[_COMMA, _COLON]] = 1, -1, 2
-_BACKSLASHES = re.compile(rb"\\*")
+_NOT_BACKSLASH = re.compile(rb"[^\\]")
 _AT = re.compile(r" at line (\d+) column (\d+)$")
 #: The error of a field whose parts had errors (replaced by them).
 _PARTS_FAILED = "sdc_parts_failed"
@@ -102,7 +102,8 @@ async def _scan(raw: bytes) -> _Structure | None:
     while lo < len(raw):
         hi = min(lo + SCAN_BYTES, len(raw))
         if data[hi - 1] == ord("\\"):
-            hi = min(_BACKSLASHES.match(raw, hi).end() + 1, len(raw))  # type: ignore[union-attr]  # \\* always matches
+            escaped = _NOT_BACKSLASH.search(raw, hi)
+            hi = escaped.end() if escaped else len(raw)
         piece = data[lo:hi]
         quote = piece == ord('"')
         if raw.find(b"\\", lo, hi) >= 0:
@@ -186,15 +187,18 @@ class _Run:
             and not raw[s.pos[j] + 1 : s.pos[j + 1]].strip()
         )
 
-    def _separators(self, i: int, j: int, chars: tuple[int, ...]) -> np.ndarray:
-        """The indices of the ``chars`` of the container opened at ``i``, closed at ``j``."""
+    def _separators(self, i: int, j: int, colons: bool) -> np.ndarray:
+        """The indices of the commas (and the ``colons``) of the container opened at
+        ``i`` and closed at ``j``."""
         depth, char = self.s.depth[i + 1 : j], self.s.char[i + 1 : j]
-        mine = depth == self.s.depth[i] + 1
-        return np.flatnonzero(mine & np.isin(char, chars)) + i + 1
+        found = char == _COMMA
+        if colons:
+            found |= char == _COLON
+        return np.flatnonzero(found & (depth == self.s.depth[i] + 1)) + i + 1
 
     def members(self, i: int, j: int) -> list[_Member] | None:
         """The members of the object at ``i``..``j``; None when they are not key: value."""
-        separators = self._separators(i, j, (_COMMA, _COLON))
+        separators = self._separators(i, j, colons=True)
         chars = self.s.char[separators]
         if len(separators) % 2 == 0 or (chars[0::2] != _COLON).any():
             return None
@@ -212,7 +216,9 @@ class _Run:
             members.append(_Member(key, start, colon, end))
         return members
 
-    async def object(self, model: type[BaseModel], i: int, j: int, lo: int, hi: int):
+    async def object(
+        self, model: type[BaseModel], i: int, j: int, lo: int, hi: int
+    ) -> _Result | None:
         """The object at ``i``..``j`` (bytes ``lo``..``hi`` with the whitespace around it)
         as ``model``, its long lists of models validated in parts; None when it has none."""
         pos, listed = self.s.pos, _listed(model)
@@ -295,7 +301,7 @@ class _Run:
         ``PART_BYTES``; an item over ``PART_BYTES`` alone, cut as an object if it can be.
         A top-level list (``name``) is kept for error replies to find an item's key."""
         pos = self.s.pos
-        bounds = np.concatenate(([i], self._separators(i, j, (_COMMA,)), [j]))
+        bounds = np.concatenate(([i], self._separators(i, j, colons=False), [j]))
         if name is not None:
             self.items[name] = bounds
         starts, ends = pos[bounds[:-1]] + 1, pos[bounds[1:]]
@@ -308,9 +314,9 @@ class _Run:
             at = int(np.searchsorted(large, k))
             next_large = int(large[at]) if at < len(large) else n
             if next_large == k:
-                element = None
+                part = None
                 if self._spans(int(bounds[k]) + 1, int(bounds[k + 1]) - 1):
-                    element = await self.object(
+                    part = await self.object(
                         item,
                         int(bounds[k]) + 1,
                         int(bounds[k + 1]) - 1,
@@ -318,28 +324,28 @@ class _Run:
                         int(ends[k]),
                     )
                 m = k + 1
-                if element is None:
-                    element = self._run(item, int(starts[k]), int(ends[k]), k == n - 1)
-                else:  # as a run of one
-                    element = _Result(
-                        None if element.errors else [element.value],
-                        [dict(e, loc=(0, *e["loc"])) for e in element.errors],
-                        None if element.repeat is None else (0, *element.repeat),
+                if part is None:
+                    part = self._part(item, int(starts[k]), int(ends[k]), k == n - 1)
+                else:  # as a part of one item
+                    part = _Result(
+                        None if part.errors else [part.value],
+                        [dict(e, loc=(0, *e["loc"])) for e in part.errors],
+                        None if part.repeat is None else (0, *part.repeat),
                     )
             else:
                 m = int(np.searchsorted(ends, starts[k] + PART_BYTES, side="right"))
                 m = min(max(m, k + 1), next_large)
-                element = self._run(item, int(starts[k]), int(ends[m - 1]), m == n)
-            errors += [dict(e, loc=(e["loc"][0] + k, *e["loc"][1:])) for e in element.errors]
+                part = self._part(item, int(starts[k]), int(ends[m - 1]), m == n)
+            errors += [dict(e, loc=(e["loc"][0] + k, *e["loc"][1:])) for e in part.errors]
             if not errors:
-                values += element.value
-                if first is None and element.repeat is not None:
-                    first = (element.repeat[0] + k, *element.repeat[1:])
+                values += part.value
+                if first is None and part.repeat is not None:
+                    first = (part.repeat[0] + k, *part.repeat[1:])
             k = m
             await asyncio.sleep(0)
         return _Result(None if errors else values, errors, first)
 
-    def _run(self, item: type[BaseModel], lo: int, hi: int, last: bool) -> _Result:
+    def _part(self, item: type[BaseModel], lo: int, hi: int, last: bool) -> _Result:
         """Bytes ``lo``..``hi`` (whole items and the commas between them) as a list of
         ``item``; ``last``: the list's closing bracket follows."""
         # A last item of whitespace after a comma: a trailing comma, shown to Pydantic after
