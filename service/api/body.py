@@ -7,10 +7,9 @@ the request's CPU, and a large table is parsed in less time and memory. Every ro
 JSON body therefore declares ``request: Request``, calls :func:`validated`, and passes
 :func:`openapi_body` as its ``openapi_extra`` so that the OpenAPI document still describes
 the body. Errors keep the usual 422 shape: they are raised as FastAPI's own
-:class:`RequestValidationError`. One call holds the interpreter for the whole body (6 s
-for 16 MiB of short contributions), so a body over ``LARGE_BODY_BYTES`` is validated a
-part at a time with the event loop free in between (:mod:`.body_parts`), to the same
-answers.
+:class:`RequestValidationError`. One call holds the interpreter for the whole body (seconds
+for 15 MiB: README, "Deployment"), so a body over ``LARGE_BODY_BYTES`` is validated a part
+at a time with the event loop free in between (:mod:`.body_parts`), to the same answers.
 
 A key given twice in one object is refused (422 naming it): Pydantic, like most parsers,
 would keep the last value silently, and a proxy or a log reader that keeps the first would

@@ -1,14 +1,14 @@
 """Large JSON bodies validated a part at a time, with the event loop free in between.
 
-Pydantic validates a body in one call that holds the interpreter lock (6 s for a 16 MiB
-``/v1/sensitivity`` body of 900,000 short contributions), and a worker thread would hold
-it just the same: /healthz, /metrics and every small request would wait. A body over
+Pydantic validates a body in one call that holds the interpreter lock (seconds for a
+15 MiB ``/v1/sensitivity`` body of 900,000 short contributions), and a worker thread would
+hold it just the same: /healthz, /metrics and every small request would wait. A body over
 ``LARGE_BODY_BYTES`` is instead
 
 1. scanned (:func:`_scan`, numpy, ``SCAN_BYTES`` at a time): where each bracket, comma
    and colon outside strings is, and how deep;
 2. cut (:class:`_Run`): an object's field that is a list of models (``cells``, a cell's
-   ``contributions``) with more than ``PART_BYTES`` of JSON is cut between items into runs
+   ``contributions``) with more than ``PART_BYTES`` of JSON is cut between items into parts
    of at most ``PART_BYTES``, each validated from its bytes as a list of the items; an item
    over ``PART_BYTES`` is cut the same way, as an object;
 3. assembled: the rest of the object, the list written ``[]``, is validated by a subclass
@@ -19,7 +19,8 @@ it just the same: /healthz, /metrics and every small request would wait. A body 
 The answers are those of one call: every part is validated from its bytes in JSON mode,
 an error carries its place in the body (the item's index; a JSON error's line and column),
 and a key given twice is found by the count per part (:mod:`.repeated_keys`). Pydantic's
-parse tree is one part's, not the body's.
+parse tree is one part's, not the body's. From ``HIDE_BYTES`` on, the parts' models are
+hidden from the cyclic garbage collector as they are made (:mod:`service.collector`).
 
 Not cut, and validated in one call as before: a body that is not a JSON object or whose
 strings or brackets do not close (invalid JSON: one parse, nothing validated), a body
@@ -46,13 +47,13 @@ from .repeated_keys import first_repeat, keys_read, no_repeated_keys, refuse
 
 M = TypeVar("M", bound=BaseModel)
 
-#: Most bytes of JSON validated in one call (about 25 ms of short contributions).
+#: Most bytes of JSON validated in one call (10-20 ms of short contributions).
 PART_BYTES = 64 * 1024
 #: Bytes scanned by one round of numpy calls (a few ms).
 SCAN_BYTES = 1024 * 1024
 #: Bodies from this size on keep their validated parts from the collector
-#: (:func:`service.collector.hide`): below it, the collection at the reply (45 ms) would
-#: cost more than the passes it saves.
+#: (:func:`service.collector.hide`): below it, the collection after the reply (50 ms)
+#: would cost more than the passes it saves.
 HIDE_BYTES = 4 * 1024 * 1024
 
 _OPEN, _CLOSE = {ord("{"), ord("[")}, {ord("}"), ord("]")}
