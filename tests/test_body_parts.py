@@ -69,6 +69,17 @@ def small_parts(monkeypatch):
     return used
 
 
+@pytest.fixture
+def served_collector():
+    """The collector as served (:func:`service.collector.tune`), the test session's own
+    thresholds and unfrozen objects back afterwards."""
+    thresholds = gc.get_threshold()
+    collector.tune()
+    yield
+    gc.unfreeze()
+    gc.set_threshold(*thresholds)
+
+
 def same_answer(client, monkeypatch, used, route: str, raw: bytes, in_parts: bool = True):
     """The reply to ``raw`` validated in one call and in parts: equal; the latter's."""
     monkeypatch.setattr(body_module, "LARGE_BODY_BYTES", 10**12)
@@ -98,7 +109,7 @@ def test_the_same_model(small_parts):
     assert small_parts == [True, True, True]
 
 
-def test_a_valid_body_is_served_alike(client, monkeypatch, small_parts):
+def test_a_valid_body_is_served_alike(client, monkeypatch, small_parts, served_collector):
     monkeypatch.setattr(body_parts, "HIDE_BYTES", 0)  # its parts hidden from the collector
     reply = same_answer(
         client, monkeypatch, small_parts, "/v1/sensitivity", orjson.dumps(sensitivity(300))
@@ -285,15 +296,13 @@ def test_codes_with_colons_and_other_routes(client, monkeypatch, small_parts):
     ]
 
 
-def test_the_loop_answers_while_a_large_body_is_validated(monkeypatch):
+def test_the_loop_answers_while_a_large_body_is_validated(monkeypatch, served_collector):
     """A body that takes about a second to validate: the longest wait of the event loop
     meanwhile is a small part of it (in one call it was all of it). Its last value is
     invalid, so that the reply (422) waits for the whole validation and nothing else. The
     collector is the served app's (:func:`service.collector.tune`, its parts hidden): with
     the test session's objects in view, a full pass over them is the longest wait."""
     monkeypatch.setattr(body_parts, "HIDE_BYTES", 0)
-    thresholds = gc.get_threshold()
-    collector.tune()
     body = sensitivity(15_000, 10)
     body["cells"][-1]["contributions"][-1]["value"] = "1"
     raw = orjson.dumps(body)
@@ -323,16 +332,12 @@ def test_the_loop_answers_while_a_large_body_is_validated(monkeypatch):
             await probing
         return reply, total
 
-    try:
-        reply, total = asyncio.run(main())
-    finally:
-        gc.unfreeze()
-        gc.set_threshold(*thresholds)
+    reply, total = asyncio.run(main())
     assert reply.status_code == 422
     assert max(lags) < 0.25 * total, (max(lags), total)
 
 
-def test_what_was_hidden_from_the_collector_is_collected_after_the_reply():
+def test_what_was_hidden_from_the_collector_is_collected_after_the_reply(served_collector):
     class Node:
         pass
 
