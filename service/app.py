@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import contextlib
-import gc
 from pathlib import Path
 
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
+from . import collector
 from .api import access, errors, health, lean, query_filter, v1
 from .api.compute_pool import ComputePool
 from .api_keys import ApiKeyStore
@@ -29,18 +29,9 @@ SERVER_STATE = "sdc"
 UI_DIR = Path(__file__).with_name("ui")
 
 
-def _tune_gc() -> None:
-    """Move start-up objects out of the collector's view and collect young objects less
-    often: a request allocates thousands of short-lived validation objects, and frequent
-    full collections over the long-lived ones were the tail of the latency distribution."""
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(20_000, 20, 20)
-
-
 @contextlib.asynccontextmanager
 async def _lifespan(app: FastAPI):
-    _tune_gc()
+    collector.tune()
     yield {SERVER_STATE: app.state}
     app.state.pool.shutdown()
 

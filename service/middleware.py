@@ -16,7 +16,7 @@ from collections.abc import Mapping
 import orjson
 from starlette.exceptions import HTTPException
 
-from . import logs
+from . import collector, logs
 from .api import compute_pool
 from .api.errors import REASONS
 from .metrics import REJECTION_REASONS, Metrics
@@ -157,6 +157,10 @@ class AdmissionMiddleware:
         finally:
             if large:
                 self.pool.release_request()
+                # The body's cells (request.state.cells, for error replies) would live on
+                # with the connection's last request; the collector may look at the rest.
+                scope.get("state", {}).pop("cells", None)
+                collector.look_again()
 
     def _paced(self, receive):
         """``receive`` with a deadline on each wait for the body: the earlier of

@@ -167,8 +167,13 @@ def test_solver_outcomes_and_time_are_counted():
     assert get("sdc_solver_seconds_sum", {"method": "audit"}) == 60.2
 
 
+def metrics(url: str) -> str:
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as r:
+        return r.read().decode()
+
+
 def test_graceful_shutdown_finishes_in_flight_requests():
-    """SIGTERM while a large request runs: it is answered, then the process exits."""
+    """SIGTERM while a large request is computed: it is answered, then the process exits."""
     cells = [
         {
             "key": [f"c{i}"],
@@ -207,7 +212,12 @@ def test_graceful_shutdown_finishes_in_flight_requests():
 
         thread = threading.Thread(target=call)
         thread.start()
-        time.sleep(0.3)  # the request is being read or computed
+        # Its computation has started (the event loop answers while its body is validated;
+        # a request whose body is still being read or validated would be refused with 503).
+        deadline = time.monotonic() + 30
+        while "sdc_pool_tasks 1.0" not in metrics(url):
+            assert time.monotonic() < deadline and thread.is_alive()
+            time.sleep(0.005)
         signalled = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         thread.join(60)

@@ -14,6 +14,7 @@ from schemas.filter import FilterRequest
 from schemas.profiles import Profile
 from schemas.sensitivity import SensitivityRequest
 from service.api import body as body_module
+from service.api import repeated_keys
 from service.app import create_app
 from service.config import Settings
 from tests.generate import FILTER_QUERY, filter_answer
@@ -283,6 +284,12 @@ def test_colons_in_strings_are_not_repeated_keys(client):
     assert post(client, "/v1/frequency/sensitivity", raw).status_code == 200
 
 
+def no_repeats(raw: bytes, validated) -> bool:
+    return repeated_keys.no_repeated_keys(
+        raw, repeated_keys.keys_read([validated], type(validated))
+    )
+
+
 def example_bodies():
     """Every documented request model with each of its OpenAPI examples."""
     create_app(Settings())  # the routes register their models in body.DOCUMENTED
@@ -296,12 +303,12 @@ def test_keys_read_equal_the_keys_sent(model, example):
     """The count validation read is exact on every documented model: it equals the colons
     of a body without colons in its strings (the fast path), and one key more is seen."""
     raw = orjson.dumps(example)
-    assert b":" not in b"".join(body_module._STRING.findall(raw))
+    assert b":" not in b"".join(repeated_keys.STRING.findall(raw))
     validated = model.model_validate_json(raw)
-    assert body_module._keys_read(validated) == raw.count(b":")
-    assert body_module._no_repeated_keys(raw, validated)
+    assert repeated_keys.keys_read([validated], model) == raw.count(b":")
+    assert no_repeats(raw, validated)
     twice = raw[:-1] + b", " + raw[1:]  # every top-level key twice
-    assert not body_module._no_repeated_keys(twice, model.model_validate_json(twice))
+    assert not no_repeats(twice, model.model_validate_json(twice))
 
 
 def test_fast_path_on_the_filter_shapes():
@@ -312,7 +319,7 @@ def test_fast_path_on_the_filter_shapes():
             {"profile": "p", "query": FILTER_QUERY, "cells": filter_answer(50, 1, form)}
         )
         validated = FilterRequest.model_validate_json(raw)
-        assert body_module._keys_read(validated) == raw.count(b":")
+        assert repeated_keys.keys_read([validated], FilterRequest) == raw.count(b":")
 
 
 def test_one_repeat_among_thousands_of_objects():
@@ -321,19 +328,17 @@ def test_one_repeat_among_thousands_of_objects():
         for i in range(2000)
     ]
     raw = orjson.dumps({"rules": RULES, "cells": cells})
-    assert body_module._no_repeated_keys(raw, SensitivityRequest.model_validate_json(raw))
+    assert no_repeats(raw, SensitivityRequest.model_validate_json(raw))
     repeated = raw.replace(b'{"value":1,"weight":2}', b'{"value":1,"weight":2,"weight":3}', 1)
-    assert not body_module._no_repeated_keys(
-        repeated, SensitivityRequest.model_validate_json(repeated)
-    )
+    assert not no_repeats(repeated, SensitivityRequest.model_validate_json(repeated))
 
 
 def test_a_type_the_count_cannot_place_is_an_error():
     from typing import Any
 
     with pytest.raises(TypeError, match="cannot count"):
-        body_module._shape(Any)
+        repeated_keys._shape(Any)
     with pytest.raises(TypeError, match="cannot count"):
-        body_module._shape(list[Profile | None])  # objects in a list are never null
-    assert body_module._shape(list[str | None]) is None
-    assert body_module._shape(dict[str, list[Profile]]) == ("dict", ("list", ("model", Profile)))
+        repeated_keys._shape(list[Profile | None])  # objects in a list are never null
+    assert repeated_keys._shape(list[str | None]) is None
+    assert repeated_keys._shape(dict[str, list[Profile]]) == ("dict", ("list", ("model", Profile)))

@@ -11,7 +11,8 @@ which never enter the pool, stay responsive while solvers run.
 
 Large bodies are admitted the same way before they are read
 (:meth:`ComputePool.admit_request`): parsing and validating a big table runs on the event
-loop, so without that bound the loop itself would become the unbounded queue.
+loop (a part at a time: :mod:`.body_parts`), so without that bound the loop itself would
+become the unbounded queue.
 
 When the server begins to stop (:meth:`ComputePool.drain`), tasks still waiting for a
 thread are answered 503 with ``Retry-After`` at once and new ones are refused: only the

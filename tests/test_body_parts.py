@@ -1,0 +1,352 @@
+"""Large bodies validated in parts (service/api/body_parts.py): the event loop answers
+while one is validated, and every answer is the one of a single validation call: the
+same model, the same 422s (a cell's index and key, strict types, unknown fields, a key
+given twice at any depth, JSON errors with their line and column)."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+import time
+import weakref
+
+import httpx
+import orjson
+import pytest
+
+from schemas.sensitivity import SensitivityRequest
+from service import collector
+from service.api import body as body_module
+from service.api import body_parts
+from service.app import create_app
+from service.config import Settings
+
+RULES = {"rules": [{"type": "p_percent", "p": 10}]}
+#: Codes with escapes and colons: the scan must see where strings end.
+ODD_CODES = ['a"b', "x\\", "09:00", 'q\\"', "\\\\", "é€", "{[,:]}"]
+KEY_7000 = ['a"b7000', "r"]  # 7000 % 7 == 0
+
+
+def sensitivity(cells: int, contributions: int = 3) -> dict:
+    return {
+        "rules": RULES,
+        "cells": [
+            {
+                "key": [ODD_CODES[i % len(ODD_CODES)] + str(i), "r"],
+                "contributions": [
+                    {"value": v + 0.5, "holding": "h:1"} for v in range(contributions)
+                ],
+            }
+            for i in range(cells)
+        ],
+    }
+
+
+def post(client, route: str, raw: bytes):
+    return client.post(route, content=raw, headers={"content-type": "application/json"})
+
+
+@pytest.fixture
+def small_parts(monkeypatch):
+    """Parts of 2 KiB, scanned 4 KiB at a time, for bodies over 1 KiB; records whether
+    each body was validated in parts."""
+    monkeypatch.setattr(body_parts, "PART_BYTES", 2048)
+    monkeypatch.setattr(body_parts, "SCAN_BYTES", 4096)
+    used: list[bool] = []
+    validated = body_parts.validated
+
+    async def recording(raw, model):
+        try:
+            result = await validated(raw, model)
+        except Exception:
+            used.append(True)
+            raise
+        used.append(result is not None)
+        return result
+
+    monkeypatch.setattr(body_parts, "validated", recording)
+    return used
+
+
+@pytest.fixture
+def served_collector():
+    """The collector as served (:func:`service.collector.tune`), the test session's own
+    thresholds and unfrozen objects back afterwards."""
+    thresholds = gc.get_threshold()
+    collector.tune()
+    yield
+    gc.unfreeze()
+    gc.set_threshold(*thresholds)
+
+
+def same_answer(client, monkeypatch, used, route: str, raw: bytes, in_parts: bool = True):
+    """The reply to ``raw`` validated in one call and in parts: equal; the latter's."""
+    monkeypatch.setattr(body_module, "LARGE_BODY_BYTES", 10**12)
+    once = post(client, route, raw)
+    monkeypatch.setattr(body_module, "LARGE_BODY_BYTES", 1024)
+    parts = post(client, route, raw)
+    assert used[-1] is in_parts
+    assert (parts.status_code, parts.json()) == (once.status_code, once.json())
+    return parts
+
+
+def details(reply) -> list[dict]:
+    assert reply.status_code == 422, reply.text
+    return reply.json()["detail"]
+
+
+def test_the_same_model(small_parts):
+    raw = orjson.dumps(sensitivity(300)) + b"\n"
+    cells = sensitivity(2)["cells"]
+    cells[1]["contributions"] = [{"value": 1, "weight": 2}] * 2000  # one cell cut too
+    big = orjson.dumps({"cells": cells, "profile": "p"})
+    for body in (raw, big, json.dumps(json.loads(raw), indent=2).encode()):
+        parts = asyncio.run(body_parts.validated(body, SensitivityRequest))
+        assert parts == SensitivityRequest.model_validate_json(body)
+        assert type(parts) is SensitivityRequest
+        assert parts.model_fields_set == {"rules", "cells"} or parts.profile == "p"
+    assert small_parts == [True, True, True]
+
+
+def test_a_valid_body_is_served_alike(client, monkeypatch, small_parts, served_collector):
+    monkeypatch.setattr(body_parts, "HIDE_BYTES", 0)  # its parts hidden from the collector
+    reply = same_answer(
+        client, monkeypatch, small_parts, "/v1/sensitivity", orjson.dumps(sensitivity(300))
+    )
+    assert reply.status_code == 200
+    assert len(reply.json()["cells"]) == 300
+
+
+def test_a_bad_value_names_its_cell_and_key(client, monkeypatch, small_parts):
+    body = sensitivity(9000, 1)
+    body["cells"][7000]["contributions"][0]["value"] = "12"
+    reply = same_answer(client, monkeypatch, small_parts, "/v1/sensitivity", orjson.dumps(body))
+    assert details(reply) == [
+        {
+            "field": "contributions.0.value",
+            "cell": 7000,
+            "key": KEY_7000,
+            "message": "Input should be a valid number",
+        }
+    ]
+
+
+def test_strict_types_and_unknown_fields_alike(client, monkeypatch, small_parts):
+    body = sensitivity(400)
+    body["cells"][3]["contributions"][1]["value"] = True
+    body["cells"][150]["contributions"][0]["weight"] = "2"
+    body["cells"][151]["contributions"][2]["waiver"] = 1
+    body["cells"][152]["colour"] = "red"
+    body["cells"][399]["summary"] = {"total": 10, "count": "3"}
+    body["profile"] = 5
+    body["extra"] = [1, 2]
+    reply = same_answer(client, monkeypatch, small_parts, "/v1/sensitivity", orjson.dumps(body))
+    found = [(d["field"], d["cell"]) for d in details(reply)]
+    assert found == [
+        ("contributions.1.value", 3),
+        ("contributions.0.weight", 150),
+        ("contributions.2.waiver", 151),
+        ("colour", 152),
+        ("summary.count", 399),
+        ("profile", None),
+        ("extra", None),
+    ]
+
+
+def test_the_model_and_list_validators_see_every_cell(client, monkeypatch, small_parts):
+    body = sensitivity(300)
+    body["profile"] = "p"  # and rules: the model's validator refuses it
+    reply = same_answer(client, monkeypatch, small_parts, "/v1/sensitivity", orjson.dumps(body))
+    assert [d["message"] for d in details(reply)] == [
+        "Value error, give exactly one of 'rules' and 'profile'"
+    ]
+    cells = [{"key": [f"c{i}", "A"], "count": i} for i in range(400)]
+    cells[350]["summary"] = {"total": 1, "count": 1}  # two sources: the list's own check
+    policy = {"rules": RULES, "filter": {"statistical": {"approach": "refuse"}}}
+    raw = orjson.dumps({"policy": policy, "query": {"variables": ["a", "b"]}, "cells": cells})
+    reply = same_answer(client, monkeypatch, small_parts, "/v1/filter", raw)
+    assert [(d["cell"], d["key"]) for d in details(reply)] == [(350, ["c350", "A"])]
+    del cells[350]["summary"]
+    raw = orjson.dumps({"policy": policy, "query": {"variables": ["a", "b"]}, "cells": cells})
+    assert same_answer(client, monkeypatch, small_parts, "/v1/filter", raw).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "old, new, field, cell",
+    [
+        # deep inside a cell
+        (
+            b'{"value":2.5,"holding":"h:1"}',
+            b'{"value":2.5,"holding":"h:1","value":3}',
+            "contributions.2.value",
+            0,
+        ),
+        # the body's own key
+        (b'"rules":', b'"rules":{"rules":[]},"rules":', "rules", None),
+        # the list cut into parts, given twice
+        (b'"cells":', b'"cells":[],"cells":', "cells", None),
+    ],
+)
+def test_a_key_given_twice_is_named(client, monkeypatch, small_parts, old, new, field, cell):
+    raw = orjson.dumps(sensitivity(9000, 3))
+    if cell is not None:  # in cell 7000: after its third contribution's start
+        at = raw.index(orjson.dumps(KEY_7000[0]))
+        raw = raw[:at] + raw[at:].replace(old, new, 1)
+        cell = 7000
+    else:
+        raw = raw.replace(old, new, 1)
+    reply = same_answer(client, monkeypatch, small_parts, "/v1/sensitivity", raw)
+    (detail,) = details(reply)
+    assert (detail["field"], detail["cell"]) == (field, cell)
+    assert detail["message"] == "the field is given twice in one JSON object; give it once"
+    if cell is not None:
+        assert detail["key"] == KEY_7000
+
+
+def test_one_large_cell_is_cut_too(client, monkeypatch, small_parts):
+    body = sensitivity(3)
+    body["cells"][1]["contributions"] = [{"value": i} for i in range(20_000)]
+    body["cells"][1]["contributions"][15_000] = {"value": None}
+    reply = same_answer(client, monkeypatch, small_parts, "/v1/sensitivity", orjson.dumps(body))
+    assert [(d["field"], d["cell"], d["key"]) for d in details(reply)] == [
+        ("contributions.15000.value", 1, ["x\\1", "r"])
+    ]
+    body["cells"][1]["contributions"][15_000] = {"value": 1}
+    raw = orjson.dumps(body)
+    at = raw.index(b'{"value":1}', raw.index(b'{"value":1}') + 1)  # the second: item 15000
+    raw = raw[:at] + b'{"value":1,"value":1}' + raw[at + len(b'{"value":1}') :]
+    reply = same_answer(client, monkeypatch, small_parts, "/v1/sensitivity", raw)
+    assert [(d["field"], d["cell"]) for d in details(reply)] == [("contributions.15000.value", 1)]
+
+
+def test_non_finite_numbers_name_their_cell(client, monkeypatch, small_parts):
+    raw = orjson.dumps(sensitivity(9000, 1))
+    at = raw.index(orjson.dumps(KEY_7000[0]))
+    raw = raw[:at] + raw[at:].replace(b"0.5", b"NaN", 1)
+    reply = same_answer(client, monkeypatch, small_parts, "/v1/sensitivity", raw)
+    assert [(d["cell"], d["key"]) for d in details(reply)] == [(7000, KEY_7000)]
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        "in a part",
+        "a bracket of the other kind",
+        "before the list",
+        "after the list",
+        "after the body",
+        "a trailing comma",
+        "a bracket missing",  # not cut: one call, which parses and stops
+    ],
+)
+def test_json_errors_keep_their_line_and_column(client, monkeypatch, small_parts, where):
+    raw = json.dumps(sensitivity(600), indent=1, ensure_ascii=False).encode()
+    if where == "in a part":
+        at = raw.index(b'"h:1"', len(raw) // 2)
+        raw = raw[:at] + b"x" + raw[at:]
+    elif where == "a bracket of the other kind":
+        at = raw.index(b'"r"\n   ]', len(raw) // 2) + 7
+        raw = raw[:at] + b"}" + raw[at + 1 :]
+    elif where == "before the list":
+        raw = raw.replace(b'"p": 10', b'"p": 1O', 1)
+    elif where == "after the list":
+        raw = raw[: raw.rindex(b"}")] + b', "profile": nul}'
+    elif where == "after the body":
+        raw += b"\n x"
+    elif where == "a trailing comma":
+        at = raw.rindex(b"  }\n ]")
+        raw = raw[: at + 3] + b"," + raw[at + 3 :]
+    else:
+        raw = raw[: raw.rindex(b"}")]
+    reply = same_answer(
+        client, monkeypatch, small_parts, "/v1/sensitivity", raw, where != "a bracket missing"
+    )
+    (detail,) = details(reply)
+    assert detail["message"].startswith("body is not valid JSON (")
+    assert " at line " in detail["message"]
+
+
+def test_codes_with_colons_and_other_routes(client, monkeypatch, small_parts):
+    cells = [{"key": [f"{i // 60:02}:{i % 60:02}"], "count": i % 7} for i in range(1000)]
+    raw = orjson.dumps(
+        {
+            "dimensions": [{"name": "t", "codes": [c["key"][0] for c in cells]}],
+            "cells": cells,
+            "rules": {"threshold": {"t": 3}},
+        }
+    )
+    assert (
+        same_answer(client, monkeypatch, small_parts, "/v1/frequency/sensitivity", raw).status_code
+        == 200
+    )
+    leaves = [f"l{i}" for i in range(300)]
+    cells = [{"key": [leaf, "A"], "value": 1.5} for leaf in leaves]
+    cells[200]["value"] = "1.5"
+    body = {
+        "structure": {
+            "dimensions": [{"name": "x", "leaves": leaves}, {"name": "y", "leaves": ["A"]}]
+        },
+        "rules": RULES,
+        "cells": cells,
+    }
+    reply = same_answer(client, monkeypatch, small_parts, "/v1/audit", orjson.dumps(body))
+    assert [(d["field"], d["cell"], d["key"]) for d in details(reply)] == [
+        ("value", 200, ["l200", "A"])
+    ]
+
+
+def test_the_loop_answers_while_a_large_body_is_validated(monkeypatch, served_collector):
+    """A body that takes about a second to validate: the longest wait of the event loop
+    meanwhile is a small part of it (in one call it was all of it). Its last value is
+    invalid, so that the reply (422) waits for the whole validation and nothing else. The
+    collector is the served app's (:func:`service.collector.tune`, its parts hidden): with
+    the test session's objects in view, a full pass over them is the longest wait."""
+    monkeypatch.setattr(body_parts, "HIDE_BYTES", 0)
+    body = sensitivity(15_000, 10)
+    body["cells"][-1]["contributions"][-1]["value"] = "1"
+    raw = orjson.dumps(body)
+    app = create_app(Settings())
+    lags: list[float] = []
+
+    async def probe(stop: asyncio.Event):
+        last = time.perf_counter()
+        while not stop.is_set():
+            await asyncio.sleep(0.002)
+            now = time.perf_counter()
+            lags.append(now - last)
+            last = now
+
+    async def main():
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            stop = asyncio.Event()
+            probing = asyncio.create_task(probe(stop))
+            await asyncio.sleep(0.01)  # probing
+            start = time.perf_counter()
+            reply = await client.post(
+                "/v1/sensitivity", content=raw, headers={"content-type": "application/json"}
+            )
+            total = time.perf_counter() - start
+            stop.set()
+            await probing
+        return reply, total
+
+    reply, total = asyncio.run(main())
+    assert reply.status_code == 422
+    assert max(lags) < 0.25 * total, (max(lags), total)
+
+
+def test_what_was_hidden_from_the_collector_is_collected_after_the_reply(served_collector):
+    class Node:
+        pass
+
+    cycle = Node()
+    cycle.itself = cycle
+    gone = weakref.ref(cycle)
+    collector.hide()  # as a large body's parts are validated
+    del cycle
+    gc.collect()
+    assert gone() is not None  # frozen
+    collector.look_again()  # the request answered
+    assert gone() is None
