@@ -14,6 +14,8 @@ import weakref
 import httpx
 import orjson
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from schemas.sensitivity import SensitivityRequest
 from service import collector
@@ -350,3 +352,50 @@ def test_what_was_hidden_from_the_collector_is_collected_after_the_reply(served_
     assert gone() is not None  # frozen
     collector.look_again()  # the request answered
     assert gone() is None
+
+
+EDITS = [b'"', b"\\", b"[", b"]", b"{", b"}", b",", b":", b" ", b"1", b"a", b"\n", b'\\"', b""]
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    cells=st.integers(5, 40),
+    edits=st.lists(
+        st.tuples(st.floats(0, 1, exclude_max=True), st.integers(0, 2), st.sampled_from(EDITS)),
+        max_size=3,
+    ),
+)
+def test_mutated_bodies_get_the_answer_of_one_call(client, monkeypatch, small_parts, cells, edits):
+    """Fuzzing the scan: a valid body with odd codes (quotes, backslashes, brackets,
+    colons in strings), then up to three bytes inserted, replaced or deleted anywhere
+    (structural characters, escapes, whitespace): validated in parts of 256 bytes, the
+    reply is the one-call reply, status and body, whether the edits broke the JSON, a
+    value, or nothing (the parts then fall back to one call where they cannot answer)."""
+    monkeypatch.setattr(body_parts, "PART_BYTES", 256)
+    monkeypatch.setattr(body_parts, "SCAN_BYTES", 512)
+    raw = bytearray(orjson.dumps(sensitivity(cells, 2)))
+    for where, how, text in edits:
+        at = int(where * len(raw))
+        if how == 0:
+            raw[at:at] = text
+        elif how == 1:
+            raw[at : at + 1] = text
+        else:
+            del raw[at : at + len(text) or 1]
+    monkeypatch.setattr(body_module, "LARGE_BODY_BYTES", 10**12)
+    once = post(client, "/v1/sensitivity", bytes(raw))
+    monkeypatch.setattr(body_module, "LARGE_BODY_BYTES", 256)
+    parts = post(client, "/v1/sensitivity", bytes(raw))
+    assert (parts.status_code, parts.json()) == (once.status_code, once.json()), bytes(raw)
+
+
+def test_a_newline_in_a_string_is_placed_as_one_call_places_it(client, monkeypatch, small_parts):
+    """The parser stops at a raw newline inside a string and says column 0 of the next
+    line; the parts said the line before, column 281 (found by the fuzzing above)."""
+    raw = orjson.dumps(sensitivity(40, 2)).replace(b'"r"', b'"r\nr"', 30)
+    reply = same_answer(client, monkeypatch, small_parts, "/v1/sensitivity", raw)
+    assert "at line 2 column 0" in details(reply)[0]["message"]

@@ -390,8 +390,10 @@ class _Run:
         if line > 1:
             offset += int(np.flatnonzero(np.frombuffer(text, np.uint8) == ord("\n"))[line - 2]) + 1
         body_at = where(offset)
-        body_line = self.raw.count(b"\n", 0, body_at) + 1
-        body_column = body_at - self.raw.rfind(b"\n", 0, body_at)
+        # As the parser counts: the bytes read up to and including the one at fault, so
+        # a newline it stopped at is column 0 of the next line.
+        body_line = self.raw.count(b"\n", 0, body_at + 1) + 1
+        body_column = body_at - self.raw.rfind(b"\n", 0, body_at + 1)
         said = f"{message[: at.start()]} at line {body_line} column {body_column}"
         return _JsonError(
             body_at,
