@@ -254,18 +254,9 @@ def _searches(problem, cost, forbidden, forced, method, start, end, budget, audi
                 break
             escalate = (result.unprotected, factor)
             again = _search(
-                problem,
-                cost,
-                forbidden,
-                forced,
-                method,
-                start,
-                end,
-                left,
-                audit_share,
-                None,
-                escalate,
-            )
+                problem, cost, forbidden, forced, method, start, end, left, audit_share,
+                escalate=escalate,
+            )  # fmt: skip
             if again.safe:
                 return _second_search(again, result, ESCALATED.format(factor=factor))
     return _last_resort(problem, cost, forbidden, forced, method, start, end, result)
