@@ -401,6 +401,30 @@ def test_hierarchical_key(client):
     assert reply["levels"] == []
 
 
+def test_areas_key_marginals_are_listed(client):
+    """An area's count at the target's total is a key marginal too (seed 001 rule 3):
+    /v1/suppress flagged it (README, count tables), and this route did not list it, so
+    a caller reading the marginals here published North's 2 with ``t_min_key`` 3
+    (2026-11-27). Now listed after the leaves' marginals, under their area codes, with
+    the threshold rule's verdict where the request has it."""
+    leaves = {**LEAVES, ("m1", "A"): 1, ("m1", "B"): 0, ("m0", "A"): 0, ("m0", "B"): 1}
+    body = table(
+        LEAF_DIMS, leaves, keys=["m"], targets=["Y"], hierarchy={"m": REGIONS},
+        **extended(rule_3=True, t_min_key=3),
+    )  # fmt: skip
+    reply = post(client, body)
+    areas = [m for m in reply["key_marginals"] if m["key"][0] in ("R0", "R1", "C")]
+    assert areas == [
+        {"key": ["R0", None], "sensitive": True, "count": 2, "rules": ["3"]},
+        {"key": ["R1", None], "sensitive": False, "count": 20, "rules": []},
+        {"key": ["C", None], "sensitive": False, "count": 22, "rules": []},
+    ]
+    assert reply["summary"]["marginals_unsafe"] == 3  # m0, m1 and R0
+    body["rules"]["threshold"] = {"t": 25}
+    areas = [m for m in post(client, body)["key_marginals"] if m["key"][0] in ("R1", "C")]
+    assert [m["rules"] for m in areas] == [["threshold"], ["threshold"]]
+
+
 def test_hierarchical_key_rule_1a_levels(client):
     # 1a, t = 2: leaves m1 A (rest 2 <= 2). Level 1: R0 checked; R0 A rest 7 > 2, safe;
     # R1 skipped. Level 2: nothing unsafe below, nothing checked.
@@ -458,7 +482,11 @@ def test_filter_role_gets_decisions_only(make_client, tmp_path):
     ]
     assert reply["summary"] == {"cells": 8, "unsafe": 3, "empty": 0, "marginals_unsafe": 0}
     assert "levels" not in reply
-    for word in ("rules", "count", "inherited", "2a", "R0", "103", "95", "checked"):
+    # The areas' key marginals are decisions too (the level reports are diagnostics).
+    assert reply["key_marginals"][-3:] == [
+        {"key": [area, None], "sensitive": False} for area in ("R0", "R1", "C")
+    ]
+    for word in ("rules", "count", "inherited", "2a", "103", "95", "checked"):
         assert word not in r.text
 
 

@@ -187,7 +187,7 @@ def assess(body: FrequencyRequest, diagnostics: bool) -> tuple[dict, int]:
     codes = [dim.codes for dim in body.dimensions]
     cell_keys = _cell_keys_without(codes, ())
     key_m, target_m = _marginals(
-        result, codes, key_axes, target_axes, diagnostics, body.rules.threshold
+        result, codes, key_axes, target_axes, diagnostics, body.rules.threshold, area_codes
     )
     n_unsafe = int(unsafe.sum())
     summary = {
@@ -277,13 +277,15 @@ def _marginal_list(
 
 
 def _marginals(
-    result, codes, key_axes, target_axes, diagnostics, threshold=None
+    result, codes, key_axes, target_axes, diagnostics, threshold=None, area_codes=None
 ) -> tuple[list[dict], list[dict]]:
-    """Key marginals ``f_k`` per target axis and target marginals ``f_y`` with rule 3's
-    verdicts (seed 001, "Threshold rules", rule 3; computed in service.sdc.frequency)
-    and the threshold rule's, which marks every published cell, margins included, as
-    ``/v1/suppress`` does (seed 003 section A; a campaign found a key marginal of 2 under
-    a threshold of 3 reported not sensitive, 2026-11-27)."""
+    """Key marginals ``f_k`` per target axis (then the areas' of key hierarchies, their
+    keys with the area codes) and target marginals ``f_y`` with rule 3's verdicts (seed
+    001, "Threshold rules", rule 3; computed in service.sdc.frequency) and the threshold
+    rule's, which marks every published cell, margins included, as ``/v1/suppress`` does
+    (seed 003 section A; a campaign found a key marginal of 2 under a threshold of 3
+    reported not sensitive, 2026-11-27; the areas' were not listed until the same day,
+    while ``/v1/suppress`` flagged them)."""
     if result is None:
         return [], []
     key_m = []
@@ -292,6 +294,16 @@ def _marginals(
             _cell_keys_without(codes, (j,)),
             result.key_marginal_counts[j],
             result.key_marginal_flags[j],
+            threshold,
+            diagnostics,
+        )
+    for lv in result.levels:
+        level_codes = list(codes)
+        level_codes[lv.key_axis] = area_codes[lv.key_axis][lv.level - 1]
+        key_m += _marginal_list(
+            _cell_keys_without(level_codes, (lv.target_axis,)),
+            lv.key_marginal_counts,
+            lv.key_marginal_flags,
             threshold,
             diagnostics,
         )

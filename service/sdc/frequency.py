@@ -398,6 +398,11 @@ class LevelFlags:
     checked : dict of str to ndarray of bool
         Per rule, shape of ``counts`` with ``target_axis`` of length 1: False where the
         area's row was skipped because it was entirely safe at the level below.
+    key_marginal_counts, key_marginal_flags : ndarray
+        The areas' key marginals ``f_g`` (``counts`` summed over ``target_axis``) and rule
+        3's verdict ``0 < f_g < t_min_key`` (all False when rule 3 is off): an area's
+        count at a target's total is a key marginal too (seed 001 rule 3; an area of two
+        singleton rows publishes a count of 2).
     """
 
     target_axis: int
@@ -406,6 +411,8 @@ class LevelFlags:
     counts: np.ndarray
     flags: dict[str, np.ndarray]
     checked: dict[str, np.ndarray]
+    key_marginal_counts: np.ndarray
+    key_marginal_flags: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -561,6 +568,7 @@ def _hierarchy(
             up = np.take(flags[r], area, axis=key_axis)
             up_zero = np.take(agg, area, axis=key_axis) == 0
             inherited[r] |= up & ((c > 0) | up_zero)
+        f_g = agg.sum(axis=target_axis)
         levels.append(
             LevelFlags(
                 target_axis=target_axis,
@@ -569,6 +577,8 @@ def _hierarchy(
                 counts=agg,
                 flags=flags,
                 checked=checked,
+                key_marginal_counts=f_g,
+                key_marginal_flags=(f_g > 0) & (f_g < cfg.t_min_key) & cfg.rule_3,
             )
         )
         prev_counts, prev_flags = agg, flags
@@ -807,15 +817,12 @@ def extended_threshold_rules_on_table(
     )
     for lv in result.levels:
         flags = np.logical_or.reduce([np.zeros(lv.counts.shape, bool), *lv.flags.values()])
-        out[at({lv.key_axis: areas[lv.key_axis][lv.level - 1]})] |= flags
-    if config.rule_3:
-        # An area's key marginal is a key marginal too (seed 001 rule 3, ``t_min_key``):
-        # parts that are small are flagged, but their area's published count is as small.
-        for a, levels in areas.items():  # a loop over the few hierarchical keys
-            for here in levels:
-                for j in target_axes:
-                    f_g = grid[at({a: here, j: total})]
-                    out[at({a: here, j: total})] |= (f_g > 0) & (f_g < config.t_min_key)
+        here = areas[lv.key_axis][lv.level - 1]
+        out[at({lv.key_axis: here})] |= flags
+        # The areas' key marginals (rule 3, ``t_min_key``), at the target's total.
+        out[at({lv.key_axis: here, lv.target_axis: total})] |= np.expand_dims(
+            lv.key_marginal_flags, lv.target_axis
+        )
     return out.reshape(-1)
 
 
