@@ -38,11 +38,13 @@ from functools import cache
 from typing import Annotated, Any, NamedTuple, TypeVar, Union, cast, get_args, get_origin
 
 import numpy as np
+import pydantic_core
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError, WrapValidator, create_model
 from pydantic_core import PydanticCustomError
 
 from .. import collector
+from .errors import MAX_ERRORS
 from .repeated_keys import first_repeat, keys_read, no_repeated_keys, refuse
 
 M = TypeVar("M", bound=BaseModel)
@@ -316,13 +318,19 @@ class _Run:
         errors: list[dict] = []
         first: tuple | None = None
         k, n = 0, len(starts)
+        capped = False
         while k < n:
             at = int(np.searchsorted(large, k))
             next_large = int(large[at]) if at < len(large) else n
-            if next_large == k:
-                part = None
+            if capped:
+                # Past MAX_ERRORS a 422 lists no more, but one call would report a syntax
+                # error anywhere instead: the rest is only parsed.
+                m = k + 1 if next_large == k else self._run_end(starts, ends, k, next_large)
+                part = self._part(item, int(starts[k]), int(ends[m - 1]), m == n, True)
+            elif next_large == k:
+                cut = None
                 if self._spans(int(bounds[k]) + 1, int(bounds[k + 1]) - 1):
-                    part = await self.object(
+                    cut = await self.object(
                         item,
                         int(bounds[k]) + 1,
                         int(bounds[k + 1]) - 1,
@@ -330,19 +338,19 @@ class _Run:
                         int(ends[k]),
                     )
                 m = k + 1
-                if part is None:
+                if cut is None:
                     part = self._part(item, int(starts[k]), int(ends[k]), k == n - 1)
                 else:  # as a part of one item
                     part = _Result(
-                        None if part.errors else [part.value],
-                        [dict(e, loc=(0, *e["loc"])) for e in part.errors],
-                        None if part.repeat is None else (0, *part.repeat),
+                        None if cut.errors else [cut.value],
+                        [dict(e, loc=(0, *e["loc"])) for e in cut.errors],
+                        None if cut.repeat is None else (0, *cut.repeat),
                     )
             else:
-                m = int(np.searchsorted(ends, starts[k] + PART_BYTES, side="right"))
-                m = min(max(m, k + 1), next_large)
+                m = self._run_end(starts, ends, k, next_large)
                 part = self._part(item, int(starts[k]), int(ends[m - 1]), m == n)
             errors += [dict(e, loc=(e["loc"][0] + k, *e["loc"][1:])) for e in part.errors]
+            capped = len(errors) > MAX_ERRORS
             if not errors:
                 values += part.value
                 if first is None and part.repeat is not None:
@@ -353,9 +361,18 @@ class _Run:
             await asyncio.sleep(0)
         return _Result(None if errors else values, errors, first)
 
-    def _part(self, item: type[BaseModel], lo: int, hi: int, last: bool) -> _Result:
+    def _run_end(self, starts: np.ndarray, ends: np.ndarray, k: int, stop: int) -> int:
+        """The end of the run of items from ``k`` that fits in ``PART_BYTES`` (one item at
+        least), before ``stop``."""
+        m = int(np.searchsorted(ends, starts[k] + PART_BYTES, side="right"))
+        return min(max(m, k + 1), stop)
+
+    def _part(
+        self, item: type[BaseModel], lo: int, hi: int, last: bool, syntax_only: bool = False
+    ) -> _Result:
         """Bytes ``lo``..``hi`` (whole items and the commas between them) as a list of
-        ``item``; ``last``: the list's closing bracket follows."""
+        ``item``; ``last``: the list's closing bracket follows. ``syntax_only``: parsed
+        by the same parser, not validated (nothing returned; a JSON error raised)."""
         # A last item of whitespace after a comma: a trailing comma, shown to Pydantic after
         # a stand-in item (alone, "[ ]" would be an empty list).
         trailing = last and self.raw[lo - 1] == _COMMA and not self.raw[lo:hi].strip()
@@ -366,6 +383,14 @@ class _Run:
         if not last:
             pieces.append(b"]")
         text, where = _joined(self.raw, pieces)
+        if syntax_only:
+            try:
+                pydantic_core.from_json(text)
+            except ValueError as error:
+                said = str(error)  # the words validation would say (its ctx "error")
+                invalid = {"type": "json_invalid", "loc": (), "msg": f"Invalid JSON: {said}"}
+                raise self._json_error(dict(invalid, ctx={"error": said}), text, where) from None
+            return _Result([], [], None)
         try:
             values = _list_of(item).validate_json(text)
         except ValidationError as error:

@@ -60,6 +60,13 @@ def error_reply(status: int, detail: list[dict], headers: dict | None = None) ->
     )
 
 
+#: Validation errors listed in a 422, in the body's order; past them one entry says that
+#: more were found. A 10 MiB body of 600,000 bad values took 29 s to answer (the
+#: conversion of each error on the event loop) with a 61 MiB reply, 2026-11-27.
+MAX_ERRORS = 100
+MORE_ERRORS = f"more than {MAX_ERRORS} errors: the first {MAX_ERRORS} are listed"
+
+
 def _cell_key(body, index):
     """The key of cell ``index`` in the raw body, if the body has one there."""
     try:
@@ -116,7 +123,11 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError):
         body = getattr(exc, "body", None)
-        return error_reply(422, [_validation_detail(e, body) for e in exc.errors()])
+        errors = exc.errors()
+        detail = [_validation_detail(e, body) for e in errors[:MAX_ERRORS]]
+        if len(errors) > MAX_ERRORS:
+            detail.append({"field": None, "cell": None, "key": None, "message": MORE_ERRORS})
+        return error_reply(422, detail)
 
     @app.exception_handler(InputError)
     async def _input(request: Request, exc: InputError):
