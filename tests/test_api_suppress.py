@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -596,6 +598,31 @@ def test_where_every_search_fails_the_pattern_hiding_every_cell_is_thinned(clien
         lo, hi = intervals[np.searchsorted(order, j)]
         level = 0.2 * full[j]
         assert hi - full[j] >= level - 1e-6 and full[j] - lo >= level - 1e-6
+
+
+def test_the_last_resort_says_when_the_time_limit_ended_its_thinning(client, monkeypatch):
+    """The thinning audits one pattern per cell; where the time limit ends it, the reply
+    says after how many (the pattern is still the last one audited safe), and in
+    deterministic mode that the result depends on the machine's speed (each audit made
+    slow here: 0.4 s)."""
+    import service.sdc.suppress as suppress_module
+
+    audit = suppress_module.audit_pattern
+
+    def slow(*args, **kwargs):
+        time.sleep(0.4)
+        return audit(*args, **kwargs)
+
+    monkeypatch.setattr(suppress_module, "audit_pattern", slow)
+    codes = {"a": ["a0", "a1"], "b": ["b0", "b1", "b2"], "c": ["c0", "c1"]}
+    parts = [10, 1, 100, 0, 1, 0, 30, 1, 100, 1, 1, 100]
+    body, _ = _cyclic_linked(codes, parts, [["a0", "b1", "Total"], ["a0", "Total", "c1"]])
+    for extra in ({}, {"work_limit": 10**6}):
+        reply = client.post("/v1/suppress", json={**body, "time_limit": 4, **extra}).json()
+        assert reply["safe"] and reply["audit"]["verdict"] == "safe", reply["solver"]
+        assert "the time limit ended that after" in reply["solver"]["message"]
+        if extra:
+            assert reply["solver"]["message"].endswith("depends on the machine's speed)")
 
 
 def _fractional_weights_body(weight: float) -> dict:

@@ -343,7 +343,7 @@ def _last_resort(problem, cost, forbidden, forced, method, start, end, result):
     if forced is not None:
         kept |= np.asarray(forced, bool)
     candidates = np.flatnonzero(y & ~kept)
-    published = 0
+    published = tried = 0
     for j in candidates[np.argsort(-p.cost[candidates], kind="stable")].tolist():
         left = end - time.perf_counter()
         if not left > 0:
@@ -351,6 +351,7 @@ def _last_resort(problem, cost, forbidden, forced, method, start, end, result):
         trial = y.copy()
         trial[j] = False
         judged = audit_pattern(p.table, trial, time_limit=left)
+        tried += 1
         if judged.safe:
             y, audit, published = trial, judged, published + 1
     message = (
@@ -358,6 +359,11 @@ def _last_resort(problem, cost, forbidden, forced, method, start, end, result):
         f"{len(candidates)} cells neither sensitive nor forced were published again, one at a "
         "time while the audit stayed safe: a safe pattern, not a lean one"
     )
+    if time.perf_counter() >= end:
+        message += f" (the time limit ended that after {tried} of them)"
+        clock = highs.clock()
+        if isinstance(clock, highs.WorkClock):
+            clock.wall_hit = True  # how far it got depends on the machine's speed
     return finish(
         p, None, y, "feasible", message, np.nan, result.iterations, method, start, end,
         known=(y, audit),
