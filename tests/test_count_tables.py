@@ -428,6 +428,11 @@ def test_partial_intervals_the_audit_refuses_give_way_to_a_patterns_intervals(cl
         + [{"key": list(k), "suppressed": True} for k in hidden.keys() - leaves],
     }
     assert client.post("/v1/audit", json=audit).json()["verdict"] == "safe"
+    # Deterministic mode: the fast method gets the work partial left; the same reply twice.
+    det = {**body, "method": "partial", "publish": "intervals", "work_limit": 10**6}
+    first, again = (client.post("/v1/suppress", json=det).json() for _ in range(2))
+    assert first["safe"] and first["cells"] == again["cells"]
+    assert 0 < first["solver"]["work"] == again["solver"]["work"] <= 10**6
 
 
 @st.composite

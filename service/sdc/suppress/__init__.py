@@ -202,7 +202,9 @@ def suppress(
                 first,
                 CONDITIONS_RETRY,
             )
-        return _intervals_of_a_pattern(problem, cost, forbidden, forced, start, end, result)
+        return _intervals_of_a_pattern(
+            problem, cost, forbidden, forced, start, end, work_limit, result
+        )
     if work_limit is None:
         return _searches(problem, cost, forbidden, forced, method, start, end, time_limit, 0.25)
     # The search's deadlines in work units; the audit, on the wall clock, gets whatever is
@@ -262,7 +264,7 @@ def _searches(problem, cost, forbidden, forced, method, start, end, budget, audi
     return _last_resort(problem, cost, forbidden, forced, method, start, end, result)
 
 
-def _intervals_of_a_pattern(problem, cost, forbidden, forced, start, end, result):
+def _intervals_of_a_pattern(problem, cost, forbidden, forced, start, end, work_limit, result):
     """Method ``partial``'s ``result`` unless it is ``no_safe_pattern``; then, with the
     time left, the fast method's pattern (its last resort included) with each suppressed
     cell's certified feasibility interval published (:func:`.partial.pattern_intervals`:
@@ -271,11 +273,12 @@ def _intervals_of_a_pattern(problem, cost, forbidden, forced, start, end, result
     LP finds the narrowest intervals over the relations, while the audit knows more (the
     whole-number intervals of count tables, seed 001's dominance conditions): on 40 small
     random count tables under the extended rules 5 ended ``no_safe_pattern``, though
-    hiding every cell was safe (2026-11-27)."""
+    hiding every cell was safe (2026-11-27). In deterministic mode the fast method gets
+    the work left of ``work_limit``."""
     left = end - time.perf_counter()
     if result.status != "no_safe_pattern" or not left > 0:
         return result
-    work = None if result.work is None else max(result.work, 1.0)
+    work = None if work_limit is None else max(work_limit - (result.work or 0.0), 1.0)
     found = suppress(
         problem, cost=cost, forbidden=forbidden, forced=forced, method="fast", time_limit=left,
         work_limit=work,
