@@ -308,7 +308,8 @@ def _marginals(
 def _level(lv: fq.LevelFlags, codes, area_codes, dimensions) -> dict:
     """One level of a key hierarchy: the area rows checked and the unsafe area cells."""
     level_codes = list(codes)
-    level_codes[lv.key_axis] = area_codes[lv.key_axis][lv.level - 1]
+    for axis, level in lv.areas:  # the keys coarsened (several at once: every key named)
+        level_codes[axis] = area_codes[axis][level - 1]
     checked = np.logical_or.reduce(
         [
             np.zeros(
