@@ -819,7 +819,9 @@ def extended_threshold_rules_on_table(
     the table's cells: leaf cells (rules 1-3, with those marked through key areas); the key
     marginals ``f_k``, cells at a target's total (rule 3, ``t_min_key``); the target
     marginals ``f_y``, cells at every key's total (rule 3, ``t_min_target``); and, for a
-    key dimension with subtotals, its area cells at every level below the total, checked
+    key dimension with subtotals, its area cells at every level below the total (with
+    several such keys, at every combination of their levels: the areas of two keys at
+    once too, since 2026-11-27), checked
     by rules 1a and 2a against the area's marginal (seed 001, "Hierarchical variables"),
     and the areas' key marginals by rule 3 (``t_min_key``; until 2026-11-27 only the
     leaves' were, and an area of two singleton rows published its count of 2 with
