@@ -808,3 +808,101 @@ def test_stopped_protection_counts_condition_cells_apart(client):
     assert "3 cell(s) hidden for seed 001's dominance conditions" in solver["message"]
     primary = {tuple(c["key"]) for c in reply["cells"] if c["status"] == "primary"}
     assert len(primary) == 54 and {tuple(k) for k in solver["unprotected"]} == primary
+
+
+# Two hierarchical keys: X1 = {G: a, b; G2: e}, X2 = {H: c, d; H2: f}, target Y = (A, B).
+# Rule 2a (t_key_rel 99): (a, c) 1000 of 1000 is unsafe; (a, d), (b, c), (b, d) hold 50 of
+# 51 (98 %); (G, c) and (a, H) hold 1050 of 1051, and (G, H) 1150 of 1153 (99.7 %).
+_TWO_KEYS = {("a", "c"): (1000, 0), ("a", "d"): (50, 1), ("b", "c"): (50, 1), ("b", "d"): (50, 1)}
+_TWO_KEYS |= {("e", "f"): (10, 10), ("e", "c"): (10, 10), ("e", "d"): (10, 10)}
+_TWO_KEYS |= {("a", "f"): (10, 10), ("b", "f"): (10, 10)}
+_ONLY_2A = {"rule_1a": False, "rule_1b": False, "rule_2b": False, "rule_3": False}
+
+
+def test_areas_of_two_hierarchical_keys_at_once_are_checked():
+    """Seed 001 ("Hierarchical variables") checks a cell against "the marginal at the
+    next level"; with two hierarchical keys the areas of both at once are such a level
+    (an intruder who knows both keys only at their upper level reads (G, H)). Until
+    2026-11-27 one key was coarsened at a time, so (b, d, A), inside the unsafe (G, H, A)
+    and in no other unsafe area, was safe."""
+    x1, x2 = ["a", "b", "e"], ["c", "d", "f"]
+    counts = np.zeros((3, 3, 2), np.int64)
+    for (k1, k2), v in _TWO_KEYS.items():
+        counts[x1.index(k1), x2.index(k2)] = v
+    cfg = fq.ExtendedThresholdConfig(**_ONLY_2A, t_key_rel=99)
+    result = fq.extended_threshold_rules(
+        counts, (0, 1), 2, cfg, hierarchies={0: [[0, 0, 1]], 1: [[0, 0, 1]]}
+    )
+    assert result.flags["2a"][1, 1, 0]  # (b, d, A)
+    (joint,) = [lv for lv in result.levels if len(lv.areas) == 2]
+    assert joint.areas == ((0, 1), (1, 1)) and joint.flags["2a"][0, 0, 0]
+    assert [lv.areas for lv in result.levels][:2] == [((0, 1),), ((1, 1),)]
+
+
+def _two_keys_structure():
+    return {
+        "dimensions": [
+            {"name": "X1", "children": {"T": ["G", "G2"], "G": ["a", "b"], "G2": ["e"]}},
+            {"name": "X2", "children": {"T": ["H", "H2"], "H": ["c", "d"], "H2": ["f"]}},
+            {"name": "Y", "leaves": ["A", "B"], "total": "T"},
+        ]
+    }
+
+
+def test_a_published_area_cell_of_two_keys_areas_is_not_safe(client):
+    """The pattern publishing only (G, H, *) and the grand totals shows (G, H, A) = 1150 of
+    1153: rule 2a at the areas of both keys. Until 2026-11-27 the audit called it `safe`."""
+    counts = {
+        "extended": {**_ONLY_2A, "t_key_rel": 99},
+        "keys": ["X1", "X2"],
+        "targets": ["Y"],
+    }
+    cells = [
+        {"key": [k1, k2, y], "value": v[i]}
+        for (k1, k2), v in _TWO_KEYS.items()
+        for i, y in enumerate("AB")
+    ]
+    body = {"structure": _two_keys_structure(), "cells": cells, "counts": counts}
+    reply = client.post("/v1/suppress", json=body).json()
+    assert reply["safe"], reply["solver"]
+    status = {tuple(c["key"]): c["status"] for c in reply["cells"]}
+    assert status[("G", "H", "A")] == status[("b", "d", "A")] == "primary"
+    audit = [
+        {
+            "key": c["key"],
+            "value": c["value"],
+            "suppressed": c["key"][:2] not in (["G", "H"], ["T", "T"]),
+        }
+        for c in reply["cells"]
+    ]
+    verdict = client.post(
+        "/v1/audit", json={"structure": _two_keys_structure(), "cells": audit, "counts": counts}
+    ).json()
+    assert verdict["verdict"] == "unsafe"
+
+
+def test_the_key_marginal_of_two_keys_areas_is_judged_by_rule_3(client):
+    """(G, H) holds 2 respondents, one in (a, c) and one in (b, d): its key marginal of 2 is
+    below t_min_key = 3 as the leaves' are (seed 001 rule 3 at the areas of both keys;
+    until 2026-11-27 only one key's areas were)."""
+    counts = {("a", "c"): (1, 0), ("b", "d"): (0, 1), ("e", "f"): (6, 6)}
+    counts |= {("a", "f"): (5, 5), ("b", "f"): (5, 5), ("e", "c"): (5, 5), ("e", "d"): (5, 5)}
+    counts |= {k: (0, 0) for k in [("a", "d"), ("b", "c")]}
+    rule_3_only = {f"rule_{r}": False for r in ("1a", "1b", "2a", "2b")}
+    body = {
+        "structure": _two_keys_structure(),
+        "cells": [
+            {"key": [k1, k2, y], "value": v[i]}
+            for (k1, k2), v in counts.items()
+            for i, y in enumerate("AB")
+        ],
+        "counts": {
+            "extended": {**rule_3_only, "t_min_cell": 1, "t_min_key": 3, "t_min_target": 1},
+            "keys": ["X1", "X2"],
+            "targets": ["Y"],
+        },
+    }
+    reply = client.post("/v1/suppress", json=body).json()
+    assert reply["safe"], reply["solver"]
+    status = {tuple(c["key"]): c["status"] for c in reply["cells"]}
+    assert status[("G", "H", "T")] == "primary"

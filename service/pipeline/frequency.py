@@ -299,7 +299,8 @@ def _marginals(
         )
     for lv in result.levels:
         level_codes = list(codes)
-        level_codes[lv.key_axis] = area_codes[lv.key_axis][lv.level - 1]
+        for axis, level in lv.areas:  # the keys coarsened (several at once: each named)
+            level_codes[axis] = area_codes[axis][level - 1]
         key_m += _marginal_list(
             _cell_keys_without(level_codes, (lv.target_axis,)),
             lv.key_marginal_counts,
@@ -320,7 +321,8 @@ def _marginals(
 def _level(lv: fq.LevelFlags, codes, area_codes, dimensions) -> dict:
     """One level of a key hierarchy: the area rows checked and the unsafe area cells."""
     level_codes = list(codes)
-    level_codes[lv.key_axis] = area_codes[lv.key_axis][lv.level - 1]
+    for axis, level in lv.areas:  # the keys coarsened (several at once: every key named)
+        level_codes[axis] = area_codes[axis][level - 1]
     checked = np.logical_or.reduce(
         [
             np.zeros(

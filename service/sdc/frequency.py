@@ -71,7 +71,11 @@ Hierarchical key variables (seed 001, "Hierarchical variables", which calls itse
 
 * A key axis may carry a hierarchy: its leaf positions are grouped into areas at level 1,
   those into areas at level 2, and so on. The table at level ``l`` is the leaf table with
-  that key axis coarsened to the level-``l`` areas (other key axes stay at leaf level).
+  that key axis coarsened to the level-``l`` areas. With several hierarchical key axes
+  every combination of their levels is a level (two keys' areas at once too): the key is
+  the combination of the key variables, and an intruder may know each only coarsely.
+  Seed 001 does not say whether levels of different keys combine; this is the safe
+  reading (:func:`_hierarchy`; until 2026-11-27 the other key axes stayed at leaf level).
 * "Check against the marginal at the next level": at level ``l`` the cell ``f_y,g`` of
   area ``g`` is checked by rules 1a and 2a against the area's key marginal
   ``f_g = sum_y f_y,g``, the same inequalities as above. These are the counts an intruder
@@ -103,6 +107,7 @@ Hierarchical key variables (seed 001, "Hierarchical variables", which calls itse
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -392,7 +397,8 @@ class LevelFlags:
     target_axis, key_axis, level : int
         ``level >= 1``; level 0 is the leaf table.
     counts : ndarray of int
-        The table with ``key_axis`` coarsened to the level's areas.
+        The table with ``key_axis`` coarsened to the level's areas (and the other keys of
+        ``coarsened`` to theirs).
     flags : dict of str to ndarray of bool
         Per rule ("1a", "2a", those switched on), shape of ``counts``.
     checked : dict of str to ndarray of bool
@@ -403,6 +409,9 @@ class LevelFlags:
         3's verdict ``0 < f_g < t_min_key`` (all False when rule 3 is off): an area's
         count at a target's total is a key marginal too (seed 001 rule 3; an area of two
         singleton rows publishes a count of 2).
+    coarsened : tuple of (int, int)
+        ``(key axis, level)`` of every key coarsened, ``(key_axis, level)`` last; empty
+        means ``key_axis`` alone (:attr:`areas` gives it either way).
     """
 
     target_axis: int
@@ -413,6 +422,13 @@ class LevelFlags:
     checked: dict[str, np.ndarray]
     key_marginal_counts: np.ndarray
     key_marginal_flags: np.ndarray
+    coarsened: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def areas(self) -> tuple[tuple[int, int], ...]:
+        """``(key axis, level)`` of every key coarsened here (``key_axis`` at ``level``
+        last; the others when several hierarchical keys are coarsened at once)."""
+        return self.coarsened or ((self.key_axis, self.level),)
 
 
 @dataclass(frozen=True)
@@ -539,50 +555,79 @@ def _aggregate(x: np.ndarray, parent: np.ndarray, n_areas: int, axis: int) -> np
 def _hierarchy(
     c: np.ndarray,
     target_axis: int,
-    key_axis: int,
-    h: KeyHierarchy,
+    hier: Mapping[int, KeyHierarchy],
     leaf_flags: dict[str, np.ndarray],
     cfg: ExtendedThresholdConfig,
     rules: Sequence[str],
 ) -> tuple[list[LevelFlags], dict[str, np.ndarray]]:
-    """Rules 1a and 2a at every level of ``h`` (seed 001, "Hierarchical variables").
+    """Rules 1a and 2a at every level of the key hierarchies (seed 001, "Hierarchical
+    variables"), every combination of levels when several keys have one.
 
-    Returns the per-level verdicts and, per rule, the leaf cells they mark (module
-    docstring, "Hierarchical key variables").
+    The key is the combination of the key variables, so its areas at "the next level" are
+    those of every key coarsened to any of its levels, several at once too: an intruder
+    who knows region and branch only at their upper levels reads the cell of both areas.
+    Seed 001 does not say whether the levels of two hierarchical keys combine; this is the
+    safe reading (until 2026-11-27 one key was coarsened at a time, the others held at
+    their leaves, and an area cell of two keys' areas at 99.7 % of its row was published
+    under ``t_key_rel`` 99 beside parts all below it, the two one-key areas included).
+    Each combination is made from the one with the last coarsened key one level lower,
+    and is checked where that one has an unsafe cell inside it (the skip of the module
+    docstring, which is exact along any one axis).
+
+    Returns the per-level verdicts (in order of how many keys are coarsened, then of the
+    keys and levels) and, per rule, the leaf cells they mark (module docstring,
+    "Hierarchical key variables").
     """
-    levels: list[LevelFlags] = []
+    axes = list(hier)
     inherited = {r: np.zeros(c.shape, bool) for r in rules}
-    prev_counts, prev_flags = c, leaf_flags
-    area = h.leaf_area(0)
-    for level in range(1, h.depth + 1):  # a loop over the few levels
+    made: dict[tuple[int, ...], tuple[np.ndarray, dict[str, np.ndarray]]] = {
+        (0,) * len(axes): (c, leaf_flags)
+    }
+    levels: list[tuple[tuple[tuple[int, int], ...], LevelFlags]] = []
+    ranges = [range(hier[a].depth + 1) for a in axes]
+    for combo in itertools.product(*ranges):  # a loop over the few combinations of levels
+        up_axes = [q for q, lvl in enumerate(combo) if lvl > 0]
+        if not up_axes:
+            continue
+        q = up_axes[-1]
+        key_axis, level, h = axes[q], combo[q], hier[axes[q]]
+        prev_counts, prev_flags = made[combo[:q] + (level - 1,) + combo[q + 1 :]]
         parent, n_areas = h.parents[level - 1], h.n_areas(level)
         agg = _aggregate(prev_counts, parent, n_areas, key_axis)
         found = _rules_1_2(agg, target_axis, (key_axis,), cfg, rules)
         flags, checked = {}, {}
-        area = parent[area]  # each leaf's area one level up (leaf_area, one step at a time)
         for r in rules:
             # An area is checked only when some cell of it at the level below is unsafe.
             below = np.asarray(prev_flags[r].any(axis=target_axis, keepdims=True), np.int64)
             checked[r] = _aggregate(below, parent, n_areas, key_axis) > 0
             flags[r] = found[r] & checked[r]
-            up = np.take(flags[r], area, axis=key_axis)
-            up_zero = np.take(agg, area, axis=key_axis) == 0
-            inherited[r] |= up & ((c > 0) | up_zero)
+            up, up_agg = flags[r], agg
+            for u in up_axes:  # each leaf's area at this combination, one axis at a time
+                area = hier[axes[u]].leaf_area(combo[u])
+                up = np.take(up, area, axis=axes[u])
+                up_agg = np.take(up_agg, area, axis=axes[u])
+            inherited[r] |= up & ((c > 0) | (up_agg == 0))
+        coarsened = tuple((axes[u], combo[u]) for u in up_axes)
         f_g = agg.sum(axis=target_axis)
         levels.append(
-            LevelFlags(
-                target_axis=target_axis,
-                key_axis=key_axis,
-                level=level,
-                counts=agg,
-                flags=flags,
-                checked=checked,
-                key_marginal_counts=f_g,
-                key_marginal_flags=(f_g > 0) & (f_g < cfg.t_min_key) & cfg.rule_3,
+            (
+                tuple((u, combo[u]) for u in up_axes),
+                LevelFlags(
+                    target_axis=target_axis,
+                    key_axis=key_axis,
+                    level=level,
+                    counts=agg,
+                    flags=flags,
+                    checked=checked,
+                    key_marginal_counts=f_g,
+                    key_marginal_flags=(f_g > 0) & (f_g < cfg.t_min_key) & cfg.rule_3,
+                    coarsened=coarsened,
+                ),
             )
         )
-        prev_counts, prev_flags = agg, flags
-    return levels, inherited
+        made[combo] = (agg, flags)
+    levels.sort(key=lambda item: (len(item[0]), item[0]))
+    return [lv for _, lv in levels], inherited
 
 
 def extended_threshold_rules(
@@ -658,8 +703,8 @@ def extended_threshold_rules(
         found = _rules_1_2(c, j, keys, cfg, dom_rules)
         for r, f in found.items():
             flags[r] |= f
-        for a, h in hier.items():
-            lv, inh = _hierarchy(c, j, a, h, {r: found[r] for r in up_rules}, cfg, up_rules)
+        if hier:
+            lv, inh = _hierarchy(c, j, hier, {r: found[r] for r in up_rules}, cfg, up_rules)
             levels.extend(lv)
             for r in up_rules:
                 inherited[r] |= inh[r]
@@ -784,7 +829,9 @@ def extended_threshold_rules_on_table(
     the table's cells: leaf cells (rules 1-3, with those marked through key areas); the key
     marginals ``f_k``, cells at a target's total (rule 3, ``t_min_key``); the target
     marginals ``f_y``, cells at every key's total (rule 3, ``t_min_target``); and, for a
-    key dimension with subtotals, its area cells at every level below the total, checked
+    key dimension with subtotals, its area cells at every level below the total (with
+    several such keys, at every combination of their levels: the areas of two keys at
+    once too, since 2026-11-27), checked
     by rules 1a and 2a against the area's marginal (seed 001, "Hierarchical variables"),
     and the areas' key marginals by rule 3 (``t_min_key``; until 2026-11-27 only the
     leaves' were, and an area of two singleton rows published its count of 2 with
@@ -817,10 +864,11 @@ def extended_threshold_rules_on_table(
     )
     for lv in result.levels:
         flags = np.logical_or.reduce([np.zeros(lv.counts.shape, bool), *lv.flags.values()])
-        here = areas[lv.key_axis][lv.level - 1]
-        out[at({lv.key_axis: here})] |= flags
-        # The areas' key marginals (rule 3, ``t_min_key``), at the target's total.
-        out[at({lv.key_axis: here, lv.target_axis: total})] |= np.expand_dims(
+        coarse = {a: areas[a][level - 1] for a, level in lv.areas}
+        out[at(coarse)] |= flags
+        # The areas' key marginals (rule 3, ``t_min_key``), at the target's total: every
+        # combination of the keys' levels, the areas of several keys at once too.
+        out[at({**coarse, lv.target_axis: total})] |= np.expand_dims(
             lv.key_marginal_flags, lv.target_axis
         )
     return out.reshape(-1)
@@ -894,9 +942,10 @@ def dominance_conditions_on_table(
     if hierarchies:
         result = extended_threshold_rules(c, key_axes, target_axes, cfg, hierarchies)
         for lv in result.levels:
-            k, j = lv.key_axis, lv.target_axis
-            here = cell_of[at({k: areas[k][lv.level - 1]})]
-            rows = cell_of[at({k: areas[k][lv.level - 1], j: total})]
+            j = lv.target_axis
+            coarse = {a: areas[a][level - 1] for a, level in lv.areas}
+            here = cell_of[at(coarse)]
+            rows = cell_of[at({**coarse, j: total})]
             for r, flags in lv.flags.items():
                 hit = np.nonzero(flags & (lv.counts > 0))
                 found.append((here[hit], np.broadcast_to(rows, here.shape)[hit], r))
