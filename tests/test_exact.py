@@ -427,7 +427,7 @@ def test_a_polished_pattern_lies_within_the_incumbent_and_passes_the_audit(data,
     problem = TableProblem.of(t, x, sens, up, lo)
     p = prepare(problem, cell_costs("value", x), None, None, highs.now() + 20)
     att, cheapest = Attacker(p), Cheapest(p)
-    y, status, *_, witness = protect(p, att, cheapest)
+    y, status, *_, witness, _ = protect(p, att, cheapest)
     if y is None:
         return
     y = remove_superfluous(p, att, cheapest, y, witness, highs.now() + 2)

@@ -111,6 +111,9 @@ def test_forbidden_and_forced_cells():
     )
     assert none.status == "no_safe_pattern" and not none.suppressed.any()
     assert "cannot be protected" in none.message
+    # A proof (the cell's own level, every allowed cell a complement): the last resort,
+    # which would audit the pattern hiding every allowed cell, is not tried.
+    assert none.proven_none and "hiding every cell" not in none.message
 
 
 def test_zero_cells_are_not_complements():

@@ -331,7 +331,7 @@ def _last_resort(problem, cost, forbidden, forced, method, start, end, result):
     of 40 random cyclic linked sets under fast and under exact, 2026-11-27), and the
     reply said there was none. The audit is the judge of every pattern returned, so
     what it accepts here is safe by the same proof as any other; it is only not lean."""
-    if result.status != "no_safe_pattern":
+    if result.status != "no_safe_pattern" or result.proven_none:
         return result
     p = prepare(problem, cost, forbidden, forced, highs.now())
     y = p.allowed.copy()
@@ -455,7 +455,7 @@ def _search(
     # Groups of suppressed cells proven safe, by their hidden cells: the final audit of
     # the same table need not prove them again.
     proven: set = set()
-    y, status, message, iters, witness = protect(p, att, cheapest)
+    y, status, message, iters, witness, unprotectable = protect(p, att, cheapest)
     lower_bound = np.nan
 
     def done(y, status, message, **how) -> SuppressionResult:
@@ -490,7 +490,8 @@ def _search(
         return result
 
     if y is None:
-        return done(None, status, message, partial=witness if status == "time_limit" else None)
+        partial = witness if status == "time_limit" else None
+        return done(None, status, message, partial=partial, proven_none=unprotectable)
     # The clean-up re-solves attacks per candidate and can cost far more than finding
     # the pattern: it gets a quarter of the protection phase's time, half a second and
     # CLEAN_UP_PER_CANDIDATE per candidate, most expensive cells first, so the largest

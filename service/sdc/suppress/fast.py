@@ -56,10 +56,13 @@ class _Ticker:
 def protect(p: SearchProblem, att: Attacker, cheapest: Cheapest):
     """Protect one requirement at a time by a cheapest complementary set (module doc).
 
-    Returns (pattern, status, message, protection LPs, witnesses); when the time runs out
-    the pattern is ``None``, the status ``time_limit`` and the last item the partial
-    pattern with the requirements not yet met or checked, ``(y, [(i, sense, level)])``:
-    every earlier requirement is met by that pattern (its deviation stays feasible)."""
+    Returns (pattern, status, message, protection LPs, witnesses, proven); when the time
+    runs out the pattern is ``None``, the status ``time_limit`` and the witnesses the
+    partial pattern with the requirements not yet met or checked, ``(y, [(i, sense,
+    level)])``: every earlier requirement is met by that pattern (its deviation stays
+    feasible). ``proven``: the status ``no_safe_pattern`` is a proof, a sensitive cell's
+    own level (the audit's) that no deviation over every cell allowed meets, so no
+    pattern within the caller's constraints protects it."""
     y = p.forced.copy()
     iters = 0
     witness = []
@@ -99,6 +102,7 @@ def protect(p: SearchProblem, att: Attacker, cheapest: Cheapest):
         used, outcome = cheapest.support(i, sense, level, y, p.room_up, p.room_down)
         iters += 1
         if outcome == "infeasible":
+            audited = (p.table.upper_protection if sense > 0 else p.table.lower_protection)[i]
             return (
                 None,
                 "no_safe_pattern",
@@ -108,9 +112,11 @@ def protect(p: SearchProblem, att: Attacker, cheapest: Cheapest):
                 ),
                 iters,
                 None,
+                # Not the search's own raised levels (dominance conditions, escalations).
+                bool(p.sensitive[i] and level == audited),
             )
         if outcome == "time_limit":
-            return None, "time_limit", late, iters, (y, levels[k:])
+            return None, "time_limit", late, iters, (y, levels[k:]), False
         if outcome != "optimal":
             return (
                 None,
@@ -118,6 +124,7 @@ def protect(p: SearchProblem, att: Attacker, cheapest: Cheapest):
                 f"protection LP ended with status {outcome!r}",
                 iters,
                 None,
+                False,
             )
         y[used] = True
         witness.append(used)
@@ -127,7 +134,7 @@ def protect(p: SearchProblem, att: Attacker, cheapest: Cheapest):
         iters,
         int(y.sum()),
     )
-    return y, "feasible", "every sensitive cell protected", iters, witness
+    return y, "feasible", "every sensitive cell protected", iters, witness, False
 
 
 def remove_superfluous(

@@ -59,6 +59,10 @@ class SuppressionResult:
     work : float or None
         Deterministic mode: the solver work the search used (units of
         :class:`service.sdc.highs.WorkClock`); ``None`` on the wall clock.
+    proven_none : bool
+        ``no_safe_pattern`` proven by the search itself: a sensitive cell whose level no
+        deviation over every cell allowed meets (:func:`.fast.protect`), so the last
+        resort (hiding every cell allowed) is not tried.
     """
 
     suppressed: np.ndarray
@@ -73,6 +77,7 @@ class SuppressionResult:
     iterations: int
     unprotected: np.ndarray | None = None
     work: float | None = None
+    proven_none: bool = False
 
     def __post_init__(self):
         cells = () if self.unprotected is None else self.unprotected
@@ -107,6 +112,7 @@ def finish(
     unfinished=None,
     known=None,
     proven=None,
+    proven_none=False,
 ) -> SuppressionResult:
     """The result: ``y`` returned only if it passed the full audit, run with the time left
     until ``end`` on the wall clock (or taken from ``known``, an audited ``(pattern,
@@ -142,7 +148,7 @@ def finish(
         )
 
     if y is None and partial is None:
-        return result(none, status, message)
+        return dataclasses.replace(result(none, status, message), proven_none=proven_none)
     if y is None:
         pattern, todo = partial
         deterministic = isinstance(highs.clock(), highs.WorkClock)
