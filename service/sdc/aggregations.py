@@ -670,8 +670,9 @@ slot form ``S = tau T + sum_{s <= m} b_s X^[s]``, ``b_1 >= ... >= b_m > 0``.
    no aggregation. Strict or inclusive, no rule fires.
 
 The bound holds whatever the slots are filled with, the margin keeps it clear of the
-rules' ties, and each ``LP_i`` is taken ``(1 - 1e-6)`` lower for the solver's tolerance,
-as the screen takes its prices.
+rules' ties, and each ``LP_i`` is bounded below by the optimum's row prices (a deviation:
+``bt^T z = 0``, ``|z_j| <= -e_j`` off ``A``, checked), taken ``(1 - 1e-6)`` lower, as the
+screen takes its prices.
 """
 
 
@@ -1322,7 +1323,8 @@ class _Group:
         ``phi_i = 1`` (:meth:`_cheapest`, the atoms of ``A`` and the published ones free
         at no cost, unknown ones fixed at 0); the rule is proven when
         ``sum_{i in A} e_i / LP_i < 1`` (an infeasible ``LP_i`` adds 0), each ``LP_i``
-        taken ``(1 - 1e-6)`` lower for the solver's tolerance."""
+        bounded below by the optimum's row prices checked to be a deviation
+        (:meth:`_deviation_at_bound`, weak duality), taken ``(1 - 1e-6)`` lower."""
         w = self.w
         table = w.table
         if not table.pooled[self.pos][table.fractional[self.pos]].all():
@@ -1351,7 +1353,14 @@ class _Group:
                 value, _, status = self._cheapest("pooled", cost, i, everywhere)
                 if status != "optimal" or not value > 0:  # NaN or 0: not proven
                     return False
-                share += e[i] / (value * (1.0 - 1e-6))
+                if np.isfinite(value):
+                    # The bound is the optimum's row prices, checked to be a deviation
+                    # (weak duality), not the primal objective.
+                    h, c = self._lp["pooled"][:2]
+                    z = self._deviation_at_bound(h, c, i, self.unknown)
+                    if z is None or not abs(z[i]) > 0:
+                        return False
+                    share += e[i] / (abs(z[i]) * (1.0 - 1e-6))
                 if share >= 1.0:
                     return False
         return True
