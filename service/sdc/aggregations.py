@@ -658,16 +658,19 @@ slot form ``S = tau T + sum_{s <= m} b_s X^[s]``, ``b_1 >= ... >= b_m > 0``.
    therefore holds however the slots pool (a group without a possibly sensitive atom is
    safe, as the check assumes), but its finer bounds (``omega``, the MIP's slots) rest on
    whole respondents and do not.
-4. Let ``e_j = S_j + POOLED_MARGIN (1 - tau) X_j``, ``A = {i : e_i >= 0}`` and
+4. Let ``e_j = S_j + POOLED_MARGIN (1 - tau) X_j`` (0 for an empty atom, which adds
+   nothing to ``T`` or the slots), ``A = {i : e_i > 0}`` and
    ``C = sum_{j not in A} -e_j |phi_j| >= 0``. For ``i`` in ``A`` let ``LP_i`` be the
    least ``C`` over the aggregations with ``phi_i = 1`` (the screen's LP,
    :meth:`_Group._cheapest`, with these costs, 0 on ``A``). Aggregations form a linear
    space, so any one with ``phi_i != 0``, divided by ``phi_i``, gives
    ``C >= |phi_i| LP_i``. Then ``S + POOLED_MARGIN (1 - tau) T <= sum_A e_i |phi_i| - C
-   <= C (sum_A e_i / LP_i - 1)``: when ``sum_A e_i / LP_i < 1`` (all ``LP_i > 0``; an
-   infeasible one, ``phi_i = 0`` throughout, adds 0) every aggregation with ``C > 0`` has
-   ``S`` below minus the margin, and ``C = 0`` leaves ``phi_i = 0`` on ``A`` and off it,
-   no aggregation. Strict or inclusive, no rule fires.
+   <= C (sum_A e_i / LP_i - 1) <= 0`` when ``sum_A e_i / LP_i < 1`` (all ``LP_i > 0``;
+   an infeasible one, ``phi_i = 0`` throughout, adds 0): ``S <= -POOLED_MARGIN (1 - tau)
+   T``, below the rules' ties when ``T > 0``, whether ``C > 0`` or not; ``T = 0`` leaves
+   ``phi`` nonzero on empty atoms only (a cell with contributions all 0 has ``e > 0``, is
+   in ``A``, and ``C = 0`` then makes its ``phi`` 0): an aggregation without contributors,
+   empty, safe. Strict or inclusive, no rule fires.
 
 The bound holds whatever the slots are filled with, the margin keeps it clear of the
 rules' ties, and each ``LP_i`` is bounded below by the optimum's row prices (a deviation:
@@ -1318,7 +1321,8 @@ class _Group:
         atom below its threshold (kept undecided, FRACTIONAL_WEIGHTS).
 
         Per slot-form rule ``k``, with ``e_j = S_j + POOLED_MARGIN scale_j`` (``S_j`` the
-        atom's measure on its own weighted slots) and ``A`` the atoms with ``e_i >= 0``:
+        atom's measure on its own weighted slots; 0 for an empty atom) and ``A`` the atoms
+        with ``e_i > 0``:
         ``LP_i = min sum_{j not in A} -e_j |phi_j|`` over the aggregations with
         ``phi_i = 1`` (:meth:`_cheapest`, the atoms of ``A`` and the published ones free
         at no cost, unknown ones fixed at 0); the rule is proven when
@@ -1343,8 +1347,10 @@ class _Group:
             measure = w.measure[k, self.pos]
             if not np.isfinite(measure[live]).any():
                 continue  # the request rule without requests fires nowhere
-            e = measure + POOLED_MARGIN * w.scale[k, self.pos]
-            sensitive = live & (e >= 0)
+            # An empty atom (no observation) adds nothing to any aggregation: e = 0, no
+            # anchor (an aggregation of empty atoms alone has no contributor).
+            e = np.where(count > 0, measure + POOLED_MARGIN * w.scale[k, self.pos], 0.0)
+            sensitive = live & (e > 0)
             if not sensitive.any():
                 continue
             cost = self._free(np.where(sensitive | ~live, 0.0, -e))
