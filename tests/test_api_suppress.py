@@ -734,6 +734,39 @@ def test_fractional_replicate_weights_certified_by_the_pooled_bound(client, meth
 
 
 @pytest.mark.parametrize("method", ["fast", "exact"])
+def test_pooled_bound_with_empty_cells(client, method):
+    """An empty cell among the atoms of a hidden margin (h60's campaign): (a1, b1) is one
+    observation 73 of weight 0.5 (dominated), column b0 empty. Hiding both row totals with
+    column b1 publishes (a0, b1) + (a1, b1) (the column total), which pools safely, and
+    (a1, T) - (a1, b1) = (a1, b0), empty: no contributor, nothing to protect. The pooled
+    proof took the empty atom as an anchor with nothing to bound it (an LP of 0) and left
+    the group uncertified: `no_safe_pattern`."""
+    obs = [(4.0, 0.5), (3.0, 0.5), (18.0, 2.0), (164.0, 2.0)]
+    b = {
+        "structure": {
+            "dimensions": [
+                {"name": "a", "leaves": ["a0", "a1"], "total": "T"},
+                {"name": "b", "leaves": ["b0", "b1"], "total": "T"},
+            ]
+        },
+        "cells": [
+            {"key": ["a0", "b0"], "contributions": []},
+            {"key": ["a0", "b1"], "contributions": [{"value": v, "weight": w} for v, w in obs]},
+            {"key": ["a1", "b0"], "contributions": []},
+            {"key": ["a1", "b1"], "contributions": [{"value": 73.0, "weight": 0.5}]},
+        ],
+        "rules": {"rules": [{"type": "dominance", "n": 1, "k": 60}], "weights": "replicate"},
+    }
+    pooled = b["cells"][1]["contributions"] + b["cells"][3]["contributions"]
+    one = {"cells": [{"key": ["x"], "contributions": pooled}], "rules": b["rules"]}
+    assert not client.post("/v1/sensitivity", json=one).json()["cells"][0]["sensitive"]
+    reply = client.post("/v1/suppress", json=b | {"method": method}).json()
+    assert reply["safe"] is True
+    hidden = sorted(c["key"] for c in reply["cells"] if c["status"] != "published")
+    assert hidden == [["a0", "T"], ["a0", "b1"], ["a1", "T"], ["a1", "b1"]]
+
+
+@pytest.mark.parametrize("method", ["fast", "exact"])
 def test_public_weights_below_one_are_not_certified(client, method):
     """A helper's campaign (h58), `sample_public_weights` (X-hat - w1 x1 - w2 x2 <
     p/100 x1): (a0, b0) is one observation 100 of weight 0.5, (a1, b1) 30, 5 and 4 of
