@@ -71,6 +71,11 @@ What this module decides, per connected group of suppressed cells and per rule:
   (Theorem 2), and bound the coefficient of a safe cell ``j`` by ``D / |S_j|`` with ``D``
   the largest sensitive-cell measure: beyond that bound the aggregation's measure is
   negative, so the bound removes no sensitive aggregation.
+* **Fractional replicate weights** (seed 000, Sampling weights): an aggregation's slots
+  can pool fractional parts of several atoms' observations, which the screen's and the
+  MIP's whole respondents do not bound; a group with such an atom and another is proven
+  by :data:`POOLED_PROOF` alone (``S <= sum_j |phi_j| S_j`` however the slots pool, and
+  an LP per possibly sensitive atom), else left undecided (:data:`FRACTIONAL_WEIGHTS`).
 * **Frequency rules** (minimum frequency, the threshold rule of count tables) depend on
   the support of ``lambda`` only: an aggregation has at least as many respondents as each
   of its cells, so a sensitive one lies within the cells below the threshold ``Z``.
