@@ -819,13 +819,27 @@ class _RuleArrays:
     omega: np.ndarray
 
 
-def _implied_frequency(rules) -> set[int]:
+def _implied_frequency(rules, source: UnionSource) -> set[int]:
     """The minimum-frequency rules another rule of the set implies on aggregations: one
     with fewer than ``c + 2`` respondents has nothing left to hide its largest under the
     p%- or (p,q)-rule with coalition ``c`` (``S = X^[1] > 0``), and one with at most ``n``
     is wholly its top ``n`` under an (n,k) rule; so a frequency rule with a threshold
     that small needs no search of its own (unless some respondents contribute 0: then
-    ``X^[1]`` may be 0)."""
+    ``X^[1]`` may be 0).
+
+    That counts whole respondents, whose number the slots cover: not so when a count is
+    a sum of weights that is not whole (an aggregation of 1.2 + 1.2 has 2.4 < 3
+    contributors, yet the p%-rule's slots 10, 10 leave 4 under replicate weights), nor
+    under ``sample`` and ``sample_public_weights``, whose slots are observations, not
+    the count (one observation of weight 2: N = 2, the p%-rule's remainder ``x``). There
+    nothing is implied (h60: ``sample``, a0 + a1 published with 2.4 contributors under a
+    frequency rule of 3 was audited ``safe``)."""
+    count = np.asarray(source.cells.count, dtype=float)
+    c = source.contributions
+    if (np.abs(count - np.round(count)) > 1e-9 * np.maximum(1.0, count)).any() or (
+        c is not None and c.weight is not None and c.weights_mode != "replicate"
+    ):
+        return set()
     reach = 0
     for r in rules:
         if isinstance(r, (rules_mod.PPercent, rules_mod.PriorPosterior)):
@@ -887,7 +901,7 @@ class _Table:
         self.resp = _respondents(source, self.atoms)
         requests = bool((np.asarray(source.cells.requested) > 0).any())
         self.arrays = _rule_arrays(self.rules, self.forms, self.resp, requests)
-        self.implied = _implied_frequency(self.rules)
+        self.implied = _implied_frequency(self.rules, source)
         n = source.cells.n_cells
         self.atom_pos = np.full(n, -1)
         self.atom_pos[self.atoms] = np.arange(len(self.atoms))
