@@ -1617,3 +1617,50 @@ def test_request_rule_without_requests_judges_no_aggregation(client, requested, 
     reply = client.post("/v1/audit", json=body).json()
     assert reply["verdict"] == verdict, reply["reasons"]
     assert reply["aggregations"]["status"] == ("safe" if verdict == "safe" else "sensitive")
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.lists(
+            st.tuples(
+                st.floats(0.0, 1000.0, allow_nan=False),
+                st.sampled_from([0.1, 0.3, 0.5, 0.7, 1.0, 1.3, 2.5, 12.7]),
+            ),
+            min_size=1,
+            max_size=5,
+        ),
+        min_size=2,
+        max_size=4,
+    ),
+    st.lists(st.sampled_from([0.1, 0.5, 1.0, 2.0, 3.7]), min_size=4, max_size=4),
+    st.sampled_from(
+        [
+            PPercent(10.0),
+            PPercent(30.0, c=2),
+            PriorPosterior(20, 100),
+            aggregations.rules_mod.Dominance(2, 80.0),
+        ]
+    ),
+)
+def test_pooled_replicate_slots_bounded_by_the_cells_measures(atoms, phi, rule):
+    """Step 3 of aggregations.POOLED_PROOF: an aggregation's measure on its pooled
+    replicated observations (``|phi_j| x``, weight ``w``; slots filled across cells) is at
+    most ``sum_j |phi_j| S_j``, each cell's measure on its own slots (the h58 case, 20 x 0.5
+    against 12 x 0.5 and 12 x 1, among the examples' kind)."""
+    form = aggregations.slot_form(rule)
+    depth = len(form.b)
+    cell = np.concatenate([[j] * len(a) for j, a in enumerate(atoms)])
+    value = np.array([x for a in atoms for x, _ in a])
+    weight = np.array([w for a in atoms for _, w in a])
+    own = magnitudes.from_contributions(len(atoms), cell, value, weight=weight, depth=depth)
+    scale = np.array(phi[: len(atoms)])[cell]
+    pooled = magnitudes.from_contributions(
+        1, np.zeros(len(cell), np.int64), scale * value, weight=weight, depth=depth
+    )
+    s_own = form.tau * own.total + own.largest[:, :depth] @ np.asarray(form.b)
+    bound = float(np.asarray(phi[: len(atoms)]) @ s_own)
+    s_pool = float(rule._measure(pooled)[0])
+    assert s_pool <= bound + 1e-9 * (1.0 - form.tau) * float(pooled.total[0]) + 1e-9
+    # The slot form is the rule itself on the cells' own magnitudes.
+    np.testing.assert_allclose(rule._measure(own), s_own, rtol=1e-9, atol=1e-6)

@@ -737,3 +737,31 @@ def test_the_serialiser_shows_zero_for_negative_zero():
     assert dumps(reply) == want
     assert JSONBytes(reply).body == want
     assert rendered(lambda: (reply, 1))()[0].raw == want
+
+
+@pytest.mark.parametrize("mode", ["sample", "replicate"])
+def test_frequency_not_implied_by_weighted_counts(client, mode):
+    """a0 + a1 = T - a2 is published; its estimated contributors are 1.2 + 1.2 = 2.4, below
+    the frequency rule's 3 (/v1/sensitivity on the pooled observations agrees). The check
+    took the frequency rule as implied by the p%-rule (fewer than c + 2 = 3 respondents
+    leave nothing to hide the largest), which counts whole respondents: under `sample` the
+    audit said `safe` (h60), under `replicate` `uncertified`."""
+    rules = {
+        "rules": [{"type": "p_percent", "p": 10}, {"type": "frequency", "n": 3}],
+        "weights": mode,
+    }
+    small = [{"value": 10, "weight": 1.2}]
+    big = [{"value": v, "weight": 2.0} for v in (40, 35, 30, 30, 25)]
+    body = {
+        "structure": {"dimensions": [{"name": "a", "leaves": ["a0", "a1", "a2"], "total": "T"}]},
+        "cells": [
+            {"key": ["a0"], "contributions": small, "suppressed": True},
+            {"key": ["a1"], "contributions": small, "suppressed": True},
+            {"key": ["a2"], "contributions": big},
+        ],
+        "rules": rules,
+    }
+    one = {"cells": [{"key": ["x"], "contributions": small + small}], "rules": rules}
+    assert client.post("/v1/sensitivity", json=one).json()["cells"][0]["sensitive"]
+    audit = client.post("/v1/audit", json=body).json()
+    assert audit["verdict"] == "unsafe"

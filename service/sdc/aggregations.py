@@ -71,6 +71,11 @@ What this module decides, per connected group of suppressed cells and per rule:
   (Theorem 2), and bound the coefficient of a safe cell ``j`` by ``D / |S_j|`` with ``D``
   the largest sensitive-cell measure: beyond that bound the aggregation's measure is
   negative, so the bound removes no sensitive aggregation.
+* **Fractional replicate weights** (seed 000, Sampling weights): an aggregation's slots
+  can pool fractional parts of several atoms' observations, which the screen's and the
+  MIP's whole respondents do not bound; a group with such an atom and another is proven
+  by :data:`POOLED_PROOF` alone (``S <= sum_j |phi_j| S_j`` however the slots pool, and
+  an LP per possibly sensitive atom), else left undecided (:data:`FRACTIONAL_WEIGHTS`).
 * **Frequency rules** (minimum frequency, the threshold rule of count tables) depend on
   the support of ``lambda`` only: an aggregation has at least as many respondents as each
   of its cells, so a sensitive one lies within the cells below the threshold ``Z``.
@@ -484,9 +489,10 @@ def check_aggregations(
                 continue
             groups += 1
             status, aggregation, how = outcome
-            if status == "safe" and group.pools_fractions:
+            if status == "safe" and group.pools_fractions and not group.pooled_safe():
                 # The screen's and the MIP's proofs rest on unit respondents, which
-                # fractional replicate weights are not (FRACTIONAL_WEIGHTS).
+                # fractional replicate weights are not (FRACTIONAL_WEIGHTS); the bound
+                # that holds for them (POOLED_PROOF) did not prove the group.
                 status = "undecided"
                 work.why.add(FRACTIONAL_WEIGHTS)
             statuses.append(status)
@@ -629,7 +635,56 @@ FRACTIONAL_WEIGHTS = (
 )
 
 
-def _fractional(source: UnionSource, atoms: np.ndarray) -> np.ndarray:
+#: Relative margin of the pooled proof (:data:`POOLED_PROOF`): each atom's measure is
+#: raised by this share of its scale ``(1 - tau) X_j``, so that a proof leaves every
+#: aggregation's ``S`` below ``-1e-8 (1 - tau) T``, out of the rules' tie tolerance
+#: (at most ``2e-9 (1 - tau) T``: :mod:`service.sdc.rules`).
+POOLED_MARGIN = 1e-8
+
+#: The proof of a group whose aggregations pool fractional replicate weights
+#: (:meth:`_Group.pooled_safe`).
+POOLED_PROOF = """
+Seed 000 (Sampling weights), ``replicate``: an observation ``x`` of weight ``w`` stands
+for ``w`` contributions of ``x``, and slot ``s`` of a cell is the mass of its sorted
+replicated sequence in ``[s-1, s)`` (:func:`service.sdc.magnitudes._weighted`). Seed 002
+sections 4-5: an aggregation with atom multipliers ``phi`` is judged as a cell whose
+observations are ``|phi_j| x`` (weight ``w``) over its atoms ``j`` (no observation spans
+two atoms: holdings cannot be combined with weights). Write ``top_s(.)`` for the largest
+mass-``s`` part of a replicated sequence (``sum_{t <= s}`` of its slots), and the rule in
+slot form ``S = tau T + sum_{s <= m} b_s X^[s]``, ``b_1 >= ... >= b_m > 0``.
+
+1. ``T = sum_j |phi_j| X_j`` (``X_j`` the atom's weighted total).
+2. ``top_s(pool) <= sum_j |phi_j| top_s(j)`` for every ``s``: a part of mass ``s`` of the
+   pool takes at most mass ``s`` from each atom, worth at most ``|phi_j| top_s(j)``.
+3. By parts (``b_{m+1} = 0``): ``sum_s b_s X^[s] = sum_s (b_s - b_{s+1}) top_s(pool)``
+   with every ``b_s - b_{s+1} >= 0``, so by 2 it is at most
+   ``sum_j |phi_j| sum_s b_s x_j^[s]``, and ``S <= sum_j |phi_j| S_j``, ``S_j`` the
+   atom's own measure on its own slots (the screen's ``measure``). Seed 002 Theorem 2
+   therefore holds however the slots pool (a group without a possibly sensitive atom is
+   safe, as the check assumes), but its finer bounds (``omega``, the MIP's slots) rest on
+   whole respondents and do not.
+4. Let ``e_j = S_j + POOLED_MARGIN (1 - tau) X_j`` (0 for an empty atom, which adds
+   nothing to ``T`` or the slots), ``A = {i : e_i > 0}`` and
+   ``C = sum_{j not in A} -e_j |phi_j| >= 0``. For ``i`` in ``A`` let ``LP_i`` be the
+   least ``C`` over the aggregations with ``phi_i = 1`` (the screen's LP,
+   :meth:`_Group._cheapest`, with these costs, 0 on ``A``). Aggregations form a linear
+   space, so any one with ``phi_i != 0``, divided by ``phi_i``, gives
+   ``C >= |phi_i| LP_i``. Then ``S + POOLED_MARGIN (1 - tau) T <= sum_A e_i |phi_i| - C
+   <= C (sum_A e_i / LP_i - 1) <= 0`` when ``sum_A e_i / LP_i < 1`` (all ``LP_i > 0``;
+   an infeasible one, ``phi_i = 0`` throughout, adds 0): ``S <= -POOLED_MARGIN (1 - tau)
+   T``, below the rules' ties when ``T > 0``, whether ``C > 0`` or not; ``T = 0`` leaves
+   ``phi`` nonzero on empty atoms only (a cell with contributions all 0 has ``e > 0``, is
+   in ``A``, and ``C = 0`` then makes its ``phi`` 0): an aggregation without contributors,
+   empty, safe. Strict or inclusive, no rule fires.
+
+The bound holds whatever the slots are filled with, the margin keeps it clear of the
+rules' ties, and each ``LP_i`` is bounded below by the optimum's row prices (a deviation:
+``bt^T z = 0``, ``|z_j| <= -e_j`` off ``A``, checked), taken ``(1 - 1e-6)`` lower, as the
+screen takes its prices.
+"""
+
+
+def _fractional(source: UnionSource, atoms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Which ``atoms`` hold a respondent of fractional mass: a contribution with a
     non-integer sampling weight under the replicate formulation, or a summary with a
     non-integer count (a weighted cell's slots); and, under ``sample_public_weights``, a
@@ -648,11 +703,18 @@ def _fractional(source: UnionSource, atoms: np.ndarray) -> np.ndarray:
     one slot come from several cells), so the screen's and the MIP's proofs, built on
     whole respondents, do not hold; found by a helper's campaign (h58): ``/v1/suppress``
     called such a pattern ``safe``. Groups with such an atom and another are left
-    ``undecided`` (safe reading: what cannot be proven is not certified); a sensitive
-    aggregation the check finds is still reported, judged exactly by
-    :func:`service.sdc.unions.judge`, which pools the weighted observations."""
+    ``undecided`` (safe reading: what cannot be proven is not certified) unless the bound
+    that holds for pooled slots proves them (:data:`POOLED_PROOF`, replicate weights on
+    raw contributions only); a sensitive aggregation the check finds is still reported,
+    judged exactly by :func:`service.sdc.unions.judge`, which pools the weighted
+    observations.
+
+    Returns ``(fractional, pooled)``: ``pooled`` marks the atoms flagged only for
+    fractional replicate weights (raw contributions, the sign policy not ``shift``), whose
+    groups :meth:`_Group.pooled_safe` can still prove."""
     n = source.cells.n_cells
     out = np.zeros(len(atoms), bool)
+    pooled = np.zeros(len(atoms), bool)
     raw = np.zeros(n, bool)
     c = source.contributions
     if c is not None:
@@ -661,6 +723,10 @@ def _fractional(source: UnionSource, atoms: np.ndarray) -> np.ndarray:
             weight = np.asarray(c.weight, dtype=float)
             frac = np.abs(weight - np.round(weight)) > 1e-9 * np.maximum(1.0, weight)
             out |= np.bincount(np.asarray(c.cell)[frac], minlength=n)[atoms] > 0
+            # Under ``shift`` the rules read ``|lambda| x + M``, not ``|lambda| (x + M)``:
+            # an aggregation's slots are then no multiples of its cells' (not proven).
+            if source.ruleset.negative.mode != "shift":
+                pooled = out.copy()
         elif c.weight is not None and c.weights_mode == "sample_public_weights":
             # The screen's slots are ``w x`` (what the intruders subtract) and its first
             # slot stands for the protected ``x_1^s``: an upper bound only where
@@ -672,8 +738,9 @@ def _fractional(source: UnionSource, atoms: np.ndarray) -> np.ndarray:
     # counts of weighted contributions (sums of weights) are read from the weights above:
     # under ``sample`` their respondents are the observations, whole.
     count = np.asarray(source.cells.count, dtype=float)[atoms]
-    out |= ~raw[atoms] & (np.abs(count - np.round(count)) > 1e-9 * np.maximum(1.0, count))
-    return out
+    summary = ~raw[atoms] & (np.abs(count - np.round(count)) > 1e-9 * np.maximum(1.0, count))
+    out |= summary
+    return out, pooled & ~summary
 
 
 #: Why a group of hidden cells that share parts is left undecided (:func:`_sharing`).
@@ -752,13 +819,27 @@ class _RuleArrays:
     omega: np.ndarray
 
 
-def _implied_frequency(rules) -> set[int]:
+def _implied_frequency(rules, source: UnionSource) -> set[int]:
     """The minimum-frequency rules another rule of the set implies on aggregations: one
     with fewer than ``c + 2`` respondents has nothing left to hide its largest under the
     p%- or (p,q)-rule with coalition ``c`` (``S = X^[1] > 0``), and one with at most ``n``
     is wholly its top ``n`` under an (n,k) rule; so a frequency rule with a threshold
     that small needs no search of its own (unless some respondents contribute 0: then
-    ``X^[1]`` may be 0)."""
+    ``X^[1]`` may be 0).
+
+    That counts whole respondents, whose number the slots cover: not so when a count is
+    a sum of weights that is not whole (an aggregation of 1.2 + 1.2 has 2.4 < 3
+    contributors, yet the p%-rule's slots 10, 10 leave 4 under replicate weights), nor
+    under ``sample`` and ``sample_public_weights``, whose slots are observations, not
+    the count (one observation of weight 2: N = 2, the p%-rule's remainder ``x``). There
+    nothing is implied (h60: ``sample``, a0 + a1 published with 2.4 contributors under a
+    frequency rule of 3 was audited ``safe``)."""
+    count = np.asarray(source.cells.count, dtype=float)
+    c = source.contributions
+    if (np.abs(count - np.round(count)) > 1e-9 * np.maximum(1.0, count)).any() or (
+        c is not None and c.weight is not None and c.weights_mode != "replicate"
+    ):
+        return set()
     reach = 0
     for r in rules:
         if isinstance(r, (rules_mod.PPercent, rules_mod.PriorPosterior)):
@@ -820,7 +901,7 @@ class _Table:
         self.resp = _respondents(source, self.atoms)
         requests = bool((np.asarray(source.cells.requested) > 0).any())
         self.arrays = _rule_arrays(self.rules, self.forms, self.resp, requests)
-        self.implied = _implied_frequency(self.rules)
+        self.implied = _implied_frequency(self.rules, source)
         n = source.cells.n_cells
         self.atom_pos = np.full(n, -1)
         self.atom_pos[self.atoms] = np.arange(len(self.atoms))
@@ -828,7 +909,8 @@ class _Table:
         self.known = known[self.atoms]
         self.measure, self.scale = self.arrays.measure, self.arrays.scale
         # Atoms with respondents of fractional mass (FRACTIONAL_WEIGHTS), by position.
-        self.fractional = _fractional(source, self.atoms)
+        # Those of them only for fractional replicate weights (_Group.pooled_safe).
+        self.fractional, self.pooled = _fractional(source, self.atoms)
 
     @classmethod
     def of(cls, relations, source: UnionSource) -> _Table:
@@ -1193,9 +1275,13 @@ class Trials:
         group.publish(published)
         try:
             outcome = group.run(group.steps())
+            # As check_aggregations decides: a group pooling fractional replicate
+            # weights stands on its own proof (POOLED_PROOF) alone.
+            return outcome is None or (
+                outcome[0] == "safe" and (not group.pools_fractions or group.pooled_safe())
+            )
         finally:
             group.publish(None)
-        return outcome is None or outcome[0] == "safe"
 
     def accepted(self, cells: np.ndarray) -> None:
         """The part's hidden cells are now ``cells`` (sorted), a trial having stood: each
@@ -1245,6 +1331,64 @@ class _Group:
         """Whether an aggregation of the group can pool a respondent of fractional mass
         with another atom's (:func:`_fractional`): its safety is then not proven."""
         return len(self.pos) > 1 and bool(self.w.table.fractional[self.pos].any())
+
+    def pooled_safe(self) -> bool:
+        """Whether the group is proven safe by the bound that holds however an
+        aggregation's slots pool fractional replicate weights (:data:`POOLED_PROOF`):
+        ``False`` unless its fractional atoms are all so only for replicate weights
+        (``_Table.pooled``), every slot-form rule proves it, and no frequency rule has an
+        atom below its threshold (kept undecided, FRACTIONAL_WEIGHTS).
+
+        Per slot-form rule ``k``, with ``e_j = S_j + POOLED_MARGIN scale_j`` (``S_j`` the
+        atom's measure on its own weighted slots; 0 for an empty atom) and ``A`` the atoms
+        with ``e_i > 0``:
+        ``LP_i = min sum_{j not in A} -e_j |phi_j|`` over the aggregations with
+        ``phi_i = 1`` (:meth:`_cheapest`, the atoms of ``A`` and the published ones free
+        at no cost, unknown ones fixed at 0); the rule is proven when
+        ``sum_{i in A} e_i / LP_i < 1`` (an infeasible ``LP_i`` adds 0), each ``LP_i``
+        bounded below by the optimum's row prices checked to be a deviation
+        (:meth:`_deviation_at_bound`, weak duality), taken ``(1 - 1e-6)`` lower."""
+        w = self.w
+        table = w.table
+        if not table.pooled[self.pos][table.fractional[self.pos]].all():
+            return False
+        live = ~self.published & ~self.unknown
+        everywhere = np.ones(len(self.atoms), bool)
+        count = w.resp.count[self.pos]
+        for k, form in enumerate(w.forms):
+            if highs.now() > w.deadline:
+                w.why.add("time limit reached")
+                return False
+            if form is None:
+                if (live & (count < w.rules[k].n - 1e-9)).any():
+                    return False
+                continue
+            measure = w.measure[k, self.pos]
+            if not np.isfinite(measure[live]).any():
+                continue  # the request rule without requests fires nowhere
+            # An empty atom (no observation) adds nothing to any aggregation: e = 0, no
+            # anchor (an aggregation of empty atoms alone has no contributor).
+            e = np.where(count > 0, measure + POOLED_MARGIN * w.scale[k, self.pos], 0.0)
+            sensitive = live & (e > 0)
+            if not sensitive.any():
+                continue
+            cost = self._free(np.where(sensitive | ~live, 0.0, -e))
+            share = 0.0
+            for i in np.flatnonzero(sensitive).tolist():
+                value, _, status = self._cheapest("pooled", cost, i, everywhere)
+                if status != "optimal" or not value > 0:  # NaN or 0: not proven
+                    return False
+                if np.isfinite(value):
+                    # The bound is the optimum's row prices, checked to be a deviation
+                    # (weak duality), not the primal objective.
+                    h, c = self._lp["pooled"][:2]
+                    z = self._deviation_at_bound(h, c, i, self.unknown)
+                    if z is None or not abs(z[i]) > 0:
+                        return False
+                    share += e[i] / (abs(z[i]) * (1.0 - 1e-6))
+                if share >= 1.0:
+                    return False
+        return True
 
     def publish(self, atoms: np.ndarray | None) -> None:
         """Judge the group as if the cell holding the ``atoms`` (a mask; the atoms of one
