@@ -765,3 +765,51 @@ def test_frequency_not_implied_by_weighted_counts(client, mode):
     assert client.post("/v1/sensitivity", json=one).json()["cells"][0]["sensitive"]
     audit = client.post("/v1/audit", json=body).json()
     assert audit["verdict"] == "unsafe"
+
+
+def test_aggregations_under_the_shift_are_not_certified(client):
+    """A helper's probe (h61, 2026-11-27): a 2x2x2 table under the (2,60) dominance rule
+    with negative values shifted by M = 100, every cell hidden but the one-dimension
+    margins, the grand total and a0b0c1. The aggregation a0b0c0 - (a0b1c0 + a1b0c0 -
+    a1b1c1) / 2 reads, as the judge reads an aggregation (|multiplier| x + M), -98 x 4
+    and -50 x 3 shifted: 2, 2, 2, 2, 50, 50, 50, measure 13 > 0 (as /v1/sensitivity says
+    of that cell); the check's screen, scaling each cell's measure on x + M, read 0 for
+    the three halves and called the pattern safe. Such groups are not certified now
+    (aggregations.SHIFTED_AGGREGATIONS)."""
+    rules = {
+        "rules": [{"type": "dominance", "n": 2, "k": 60}],
+        "negative_values": {"mode": "shift", "shift": 100.0},
+    }
+    one = {
+        "cells": [{"key": ["x"], "contributions": [{"value": v} for v in [-98] * 4 + [-50] * 3]}]
+    }
+    assert client.post("/v1/sensitivity", json={**one, "rules": rules}).json()["cells"][0][
+        "sensitive"
+    ]
+    codes = {n: [f"{n}0", f"{n}1"] for n in "abc"}
+    contributions = {("a0", "b0", "c0"): [-98.0] * 4}
+    for key in [("a0", "b1", "c0"), ("a1", "b0", "c0"), ("a1", "b1", "c1")]:
+        contributions[key] = [-100.0]
+    cells = []
+    for a in codes["a"] + ["T"]:
+        for b in codes["b"] + ["T"]:
+            for c in codes["c"] + ["T"]:
+                key = (a, b, c)
+                if key.count("T") == 3 or key.count("T") == 2:
+                    continue  # published margins and grand total, computed
+                cell: dict = {"key": list(key), "suppressed": key != ("a0", "b0", "c1")}
+                if "T" not in key:
+                    cell["contributions"] = [
+                        {"value": v} for v in contributions.get(key, [0.0] * 5)
+                    ]
+                cells.append(cell)
+    body = {
+        "structure": {
+            "dimensions": [{"name": n, "leaves": v, "total": "T"} for n, v in codes.items()]
+        },
+        "cells": cells,
+        "rules": rules,
+    }
+    reply = client.post("/v1/audit", json=body).json()
+    assert reply["verdict"] == "uncertified", reply["verdict"]
+    assert "under 'shift'" in reply["aggregations"]["message"]

@@ -139,7 +139,11 @@ def test_bad_input(client, change, field, cell):
 
 
 def test_negative_values_by_the_shift(client):
-    """Seed 004 section 2.2: protect the table of y = x + M (M = 50 per contributor)."""
+    """Seed 004 section 2.2: protect the table of y = x + M (M = 50 per contributor). Since
+    2026-11-27 the aggregations of such a pattern are not certified (aggregations.
+    SHIFTED_AGGREGATIONS: the check's screen scales each cell's measure on x + M while an
+    aggregation is judged on |multiplier| x + M), so no pattern passes, and the reply says
+    why; hiding every cell fails the same way."""
     b = body()
     b["cells"][0] = {
         "key": ["A", "I"],
@@ -147,14 +151,9 @@ def test_negative_values_by_the_shift(client):
     }  # A,I = 119
     b["rules"]["negative_values"] = {"mode": "shift", "shift": 50}
     reply = client.post("/v1/suppress", json=b).json()
-    assert reply["safe"], reply["solver"]
-    assert statuses(reply)[("A", "I")] == "primary"
-    # Intervals are on the caller's scale (A,I is 119 + 3 * 50 = 269 on the transformed
-    # one), in the audit as in the cells (until 2026-11-27 the audit's were on the other).
-    cell = next(c for c in reply["audit"]["cells"] if c["key"] == ["A", "I"])
-    assert cell["interval"][0] < 119 < cell["interval"][1]
-    shown = next(c for c in reply["cells"] if c["key"] == ["A", "I"])
-    assert cell["interval"] == pytest.approx(shown["interval"])
+    assert reply["safe"] is False and reply["solver"]["status"] == "no_safe_pattern"
+    assert "negative values under 'shift'" in reply["solver"]["message"]
+    assert "hiding every cell allowed cannot be certified either" in reply["solver"]["message"]
 
 
 def test_filter_role_gets_statuses_only(make_client, key_file):

@@ -495,6 +495,9 @@ def check_aggregations(
                 # that holds for them (POOLED_PROOF) did not prove the group.
                 status = "undecided"
                 work.why.add(FRACTIONAL_WEIGHTS)
+            if status == "safe" and group.shifted:
+                status = "undecided"
+                work.why.add(SHIFTED_AGGREGATIONS)
             statuses.append(status)
             screened += status == "safe" and group.mip_solves == 0
             if proven is not None and tag is not None and status == "safe":
@@ -632,6 +635,16 @@ FRACTIONAL_WEIGHTS = (
     "contributions (or protect an observation larger than its weighted slot), which the "
     "check, working on whole respondents per cell, can understate; not certified (round "
     "the weights, or use weights 'sample')"
+)
+
+
+#: Why a group of hidden cells under the ``shift`` sign policy is left undecided
+#: (:attr:`_Group.shifted`).
+SHIFTED_AGGREGATIONS = (
+    "negative values under 'shift': an aggregation's contributions are read as "
+    "|multiplier| x + M, which the check's screen and MIP (each cell's measure on x + M, "
+    "scaled by its multiplier) can understate; not certified (use negative_values "
+    "'absolute' or 'relaxed' with secondary suppression)"
 )
 
 
@@ -1278,7 +1291,9 @@ class Trials:
             # As check_aggregations decides: a group pooling fractional replicate
             # weights stands on its own proof (POOLED_PROOF) alone.
             return outcome is None or (
-                outcome[0] == "safe" and (not group.pools_fractions or group.pooled_safe())
+                outcome[0] == "safe"
+                and (not group.pools_fractions or group.pooled_safe())
+                and not group.shifted
             )
         finally:
             group.publish(None)
@@ -1331,6 +1346,27 @@ class _Group:
         """Whether an aggregation of the group can pool a respondent of fractional mass
         with another atom's (:func:`_fractional`): its safety is then not proven."""
         return len(self.pos) > 1 and bool(self.w.table.fractional[self.pos].any())
+
+    @property
+    def shifted(self) -> bool:
+        """Whether the group's aggregations are read under the ``shift`` sign policy with
+        two or more atoms holding contributions: its safety is then not proven.
+
+        Seed 004 strategy 2 reads a cell's contributions as ``y = x + M``; an aggregation
+        (seed 002 section 5: absolute contributions ``|phi_j| x``) is judged exactly with
+        ``|phi_j| x + M`` (:func:`service.sdc.unions.judge`, ``max |phi| = 1``), while the
+        screen and the MIP scale each cell's measure on ``x + M`` by ``|phi_j|``, which
+        gives a respondent of a cell with ``|phi_j| < 1`` in a top slot only ``|phi_j| M``
+        of its ``M``. A helper's probe (h61, 2026-11-27) found the audit calling safe a
+        2x2x2 pattern with the (2,60) dominance rule and ``M`` = 100 whose aggregation of
+        multipliers 1, 0.5, 0.5, 0.5 reads -98 x 4 and -50 x 3 shifted: measure 13 > 0.
+        Until a bound for that reading is proven, such groups are not certified (the safe
+        reading: what cannot be proven is not safe); a group of one atom is the cell's own
+        rule."""
+        w = self.w
+        if w.source.ruleset.negative.mode != "shift":
+            return False
+        return int((w.resp.count[self.pos] > 0).sum()) > 1
 
     def pooled_safe(self) -> bool:
         """Whether the group is proven safe by the bound that holds however an
