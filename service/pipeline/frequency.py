@@ -298,11 +298,8 @@ def _marginals(
             diagnostics,
         )
     for lv in result.levels:
-        level_codes = list(codes)
-        for axis, level in lv.areas:  # the keys coarsened (several at once: each named)
-            level_codes[axis] = area_codes[axis][level - 1]
         key_m += _marginal_list(
-            _cell_keys_without(level_codes, (lv.target_axis,)),
+            _cell_keys_without(_level_codes(lv, codes, area_codes), (lv.target_axis,)),
             lv.key_marginal_counts,
             lv.key_marginal_flags,
             threshold,
@@ -318,11 +315,17 @@ def _marginals(
     return key_m, target_m
 
 
+def _level_codes(lv: fq.LevelFlags, codes, area_codes) -> list:
+    """Each dimension's codes at ``lv``: the area codes of every key it coarsens."""
+    level_codes = list(codes)
+    for axis, level in lv.areas:  # several keys at once: each named
+        level_codes[axis] = area_codes[axis][level - 1]
+    return level_codes
+
+
 def _level(lv: fq.LevelFlags, codes, area_codes, dimensions) -> dict:
     """One level of a key hierarchy: the area rows checked and the unsafe area cells."""
-    level_codes = list(codes)
-    for axis, level in lv.areas:  # the keys coarsened (several at once: every key named)
-        level_codes[axis] = area_codes[axis][level - 1]
+    level_codes = _level_codes(lv, codes, area_codes)
     checked = np.logical_or.reduce(
         [
             np.zeros(

@@ -489,15 +489,9 @@ def check_aggregations(
                 continue
             groups += 1
             status, aggregation, how = outcome
-            if status == "safe" and group.pools_fractions and not group.pooled_safe():
-                # The screen's and the MIP's proofs rest on unit respondents, which
-                # fractional replicate weights are not (FRACTIONAL_WEIGHTS); the bound
-                # that holds for them (POOLED_PROOF) did not prove the group.
+            if status == "safe" and (why := group.unproven()) is not None:
                 status = "undecided"
-                work.why.add(FRACTIONAL_WEIGHTS)
-            if status == "safe" and group.shifted:
-                status = "undecided"
-                work.why.add(SHIFTED_AGGREGATIONS)
+                work.why.add(why)
             statuses.append(status)
             screened += status == "safe" and group.mip_solves == 0
             if proven is not None and tag is not None and status == "safe":
@@ -1288,13 +1282,8 @@ class Trials:
         group.publish(published)
         try:
             outcome = group.run(group.steps())
-            # As check_aggregations decides: a group pooling fractional replicate
-            # weights stands on its own proof (POOLED_PROOF) alone.
-            return outcome is None or (
-                outcome[0] == "safe"
-                and (not group.pools_fractions or group.pooled_safe())
-                and not group.shifted
-            )
+            # As check_aggregations decides (_Group.unproven).
+            return outcome is None or (outcome[0] == "safe" and group.unproven() is None)
         finally:
             group.publish(None)
 
@@ -1340,6 +1329,19 @@ class _Group:
         self.failing: list[tuple[int, int, tuple[int, ...]]] = []
         self.more_found: list[Aggregation] = []
         self.mip_solves = 0
+
+    def unproven(self) -> str | None:
+        """Why a ``safe`` from the screen or the MIP proves nothing for this group, or
+        ``None``: their proofs rest on whole respondents, which fractional replicate
+        weights are not (:data:`FRACTIONAL_WEIGHTS`, unless the bound that holds for them,
+        :data:`POOLED_PROOF`, proves the group), and on each cell's measure scaling with
+        its multiplier, which the ``shift`` sign policy breaks
+        (:data:`SHIFTED_AGGREGATIONS`)."""
+        if self.pools_fractions and not self.pooled_safe():
+            return FRACTIONAL_WEIGHTS
+        if self.shifted:
+            return SHIFTED_AGGREGATIONS
+        return None
 
     @property
     def pools_fractions(self) -> bool:
