@@ -1664,3 +1664,60 @@ def test_pooled_replicate_slots_bounded_by_the_cells_measures(atoms, phi, rule):
     assert s_pool <= bound + 1e-9 * (1.0 - form.tau) * float(pooled.total[0]) + 1e-9
     # The slot form is the rule itself on the cells' own magnitudes.
     np.testing.assert_allclose(rule._measure(own), s_own, rtol=1e-9, atol=1e-6)
+
+
+@st.composite
+def spanning_tables(draw):
+    """Small tables whose respondents often contribute to several leaves (holdings
+    across cells) with skewed amounts, so that a holding often dominates an aggregation
+    it spans while each of its pieces does not dominate its cell."""
+    if draw(st.booleans()):
+        r, c = draw(st.integers(2, 3)), draw(st.integers(2, 4))
+        t = grid([f"r{i}" for i in range(r)], [f"c{j}" for j in range(c)])
+    else:
+        t = Table(
+            [
+                Hierarchy.from_children("r", {"T": ["N", "S"], "N": ["n1", "n2"], "S": ["s1"]}),
+                Hierarchy.flat("c", ["a", "b", "c"], "T"),
+            ]
+        )
+    amounts = st.sampled_from([1.0, 3.0, 10.0, 30.0, 100.0, 300.0])
+    leaves, holdings = {}, {}
+    for cell in np.flatnonzero(t.is_leaf).tolist():
+        key = t.key(cell)
+        leaves[key] = draw(st.lists(amounts, min_size=2, max_size=6))
+        holdings[key] = [
+            draw(st.sampled_from([None, None, None, None, 1, 2])) for _ in range(len(leaves[key]))
+        ]
+    rule = draw(st.sampled_from([PPercent(20.0), PPercent(10.0), PriorPosterior(20, 60)]))
+    return Case(t, leaves, rule, holdings)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data(), case=spanning_tables())
+def test_screen_with_holdings_across_cells_agrees_with_the_mip_and_brute_force(data, case):
+    """SPANNING_ALLOWANCE: where the screen (with its allowance for respondents spanning
+    atoms) proves a pattern, the MIP, which models every holding exactly, finds no
+    sensitive aggregation, and neither does the brute force over +-1 combinations of the
+    relations."""
+    sens = case.verdict.sensitive
+    assume(sens.any())
+    n = case.t.n_cells
+    # Wide patterns: the screen proves few narrow ones.
+    extra = data.draw(st.lists(st.booleans(), min_size=n, max_size=n))
+    suppressed = sens | np.array(extra)
+    screened = check_aggregations(case.t, case.values, suppressed, case.source, screen_only=True)
+    event(f"screen: {screened.status}")
+    if screened.status != "safe":
+        return
+    with pytest.MonkeyPatch.context() as mp:
+        _without_screen(mp)
+        alone = case.check(suppressed)
+    event(f"MIP: {alone.status}")
+    assert alone.status != "sensitive", alone.message
+    a = _oracle_relations(case, suppressed)
+    assume(len(a) <= 9)
+    found = bruteforce.enumerate_sensitive(
+        a, suppressed, case.per_cell, case.oracle_rule(), max_relations=9, atoms=case.atoms
+    )
+    assert not found, found[:3]

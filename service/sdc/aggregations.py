@@ -48,8 +48,9 @@ What this module decides, per connected group of suppressed cells and per rule:
      intruder's respondent sits in one *partner* atom ``j``, which costs ``omega_j`` while
      every other atom costs ``-tau X_j``; one LP per partner, most settled by deviations
      already found (:meth:`_Group.partner_bounds`), in groups of at most
-     :data:`PARTNER_MAX_ATOMS` atoms. It applies when no respondent spans two
-     atoms of the group; the LP's multipliers ``mu`` are kept as a witness. The dual
+     :data:`PARTNER_MAX_ATOMS` atoms. Respondents spanning two atoms of the group (a
+     holding in several cells) lower the costs by what their pieces may add
+     (:data:`SPANNING_ALLOWANCE`). The LP's multipliers ``mu`` are kept as a witness. The dual
      simplex stops as soon as its dual bound proves the anchor (``rho_i > S_i``), its row
      prices checked to be a deviation: only an anchor not proven needs the optimum.
   2. *Witnesses*: the aggregation ``mu^T A`` of the screen's LP and the explicit
@@ -217,11 +218,12 @@ class AggregationCheck:
         support LPs of a frequency rule); MIPs solved.
     seconds : float
     message : str
-    failing : tuple of (int, int, tuple of int)
-        ``(rule, atom cell, partners)`` the screen could not prove (with
+    failing : tuple of (int, int, tuple of int, float)
+        ``(rule, atom cell, partners, lift)`` the screen could not prove (with
         ``screen_only``): under a one-intruder rule, with the intruder's respondent in one
-        of the atoms ``partners``; ``()`` when not proven wherever it sits
-        (:meth:`Requirements.at`).
+        of the atoms ``partners``; ``()`` when not proven wherever it sits; ``lift``,
+        what the screen added to the anchor's bounds (:data:`SPANNING_ALLOWANCE` 5;
+        :meth:`Requirements.at`).
     out_of_time : bool
         The check reached its deadline, so groups may be undecided for want of time; a
         group undecided otherwise (hidden cells with common parts, :data:`SHARED_PARTS`;
@@ -690,6 +692,58 @@ rules' ties, and each ``LP_i`` is bounded below by the optimum's row prices (a d
 screen takes its prices.
 """
 
+SPANNING_ALLOWANCE = """
+Seed 002 section 5: respondent ``r``'s absolute contribution to an aggregation with atom
+multipliers ``phi`` is ``X^r = sum_j |phi_j| a_rj`` (``a_rj`` its amount in atom ``j``,
+pooled by holding; one holding across atoms is one respondent). In slot form, for the
+respondents ``r_1, .., r_m`` of the best assignment of the slots,
+``S = sum_j |phi_j| d_j`` with ``d_j = tau X_j + sum_s b_s a_{r_s j}``
+(``b_1 >= ... >= b_m > 0``; module docstring). Without respondents in two atoms the
+screen bounds ``d_j`` by where the slots' respondents sit (module docstring, 1); with
+them, a slot's respondent may also hold a piece of another atom ``j`` of the
+aggregation, which is then a piece of a respondent spanning two or more of the group's
+live atoms (a *spanning piece*). Per atom ``j``:
+
+1. ``d_j <= S_j`` always: the ``r_s`` are distinct, so ``sum_s b_s a_{r_s j}`` is at most
+   the atom's own top pieces so weighted (rearrangement).
+2. The attacked respondent ``r_1`` sits in the anchor ``i`` (some atom holding ``r_1``
+   with ``phi_i != 0``; there is one, ``X^{r_1} > 0``). At ``j != i`` it adds at most
+   ``b_1 eps_j``, ``eps_j`` the largest spanning piece of ``j``, and the other slots take
+   distinct pieces of ``j``: ``d_j <= -omega_j + b_1 eps_j``, so the screen's cost
+   ``omega_j`` becomes ``max(omega_j - b_1 eps_j, -S_j)`` (at least ``-S_j`` by 1, as
+   ``omega_j`` is).
+3. Where every slot's respondent sits in ``i`` (the second half of the split) the pieces
+   they hold at ``j != i`` are spanning pieces: ``d_j <= tau X_j + gamma_j``,
+   ``gamma_j = sum_s b_s y_j^[s]`` over ``j``'s spanning pieces ``y_j`` sorted, and the
+   cost ``-tau X_j`` becomes ``-tau X_j - gamma_j``. The one-intruder partners split the
+   same way: the intruder ``r_2`` at one partner ``j`` holding it with ``phi_j != 0``
+   (cost as in 2), every other atom as in 3.
+4. The anchor's bounds (``S_i``, and ``S_i - b_m x_i^[m]`` when some slot's respondent
+   holds no piece of ``i``) and the anchors (with every cost at least 0, ``S <= |phi_i|
+   S_i``: the atoms sensitive on their own) are unchanged; seed 002 Theorem 2 holds too
+   (``F`` is sublinear, :data:`POOLED_PROOF` 3).
+5. Where 2 or 3 leaves a cost below 0 (a sensitive atom with a large spanning piece),
+   the attacked respondent's other pieces are charged to the anchor instead: take as
+   anchor the atom ``i`` where ``|phi_i| a_{r_1 i}`` is largest among those holding
+   ``r_1``; its other pieces then add at most ``b_1 (k - 1) |phi_i| a_{r_1 i}``, ``k`` the
+   group's live atoms holding it. The anchor's bounds rise by ``b_1 kappa_i``, ``kappa_i
+   = max_r (k_r - 1) a_ri`` over the spanning respondents of ``i``
+   (:func:`spanning_lift`), ``omega_j`` stays, and ``-tau X_j`` is lowered by the pieces
+   of the other slots only, ``sum_{s >= 2} b_s y_j^[s-1]``; the anchors are then the atoms
+   with ``S_i + b_1 kappa_i`` near 0 or above (with every cost at least 0, ``S <= |phi_i|
+   (S_i + b_1 kappa_i)``). A cost still below 0 leaves the group to the MIP, which models
+   the holdings exactly.
+
+A group counts only the respondents in two or more of its live atoms (a published atom
+adds nothing to its aggregations); :class:`Requirements` take the rooms of 2 and 3 with
+the spanning pieces of the whole table (at most any group's rooms under 2-3 or 5) and
+the anchor's level with the lift of 5 where the screen used it, so that a requirement
+met proves the anchor in the screen. Until 2026-11-28 such groups went to the MIP
+alone, which on a 3-D table could not decide a group of hundreds of atoms: 10x10x5 with
+5% of the contributions in holdings across cells of a row ended the fast method's 120 s
+with no pattern.
+"""
+
 
 def _fractional(source: UnionSource, atoms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Which ``atoms`` hold a respondent of fractional mass: a contribution with a
@@ -942,15 +996,22 @@ class _Table:
         return self.g.tocsc()
 
     @cached_property
-    def spanning(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(atom position, respondent)`` of the respondents in more than one atom (a
-        respondent is in an atom at most once: pooled by holding)."""
+    def spanning(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(atom position, respondent, amount)`` of the respondents in more than one atom
+        (a respondent is in an atom at most once: pooled by holding)."""
         r = self.resp
         if r.distinct:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
         _, inverse, counts = np.unique(r.rid, return_inverse=True, return_counts=True)
         several = counts[inverse.ravel()] > 1
-        return r.cell[several], r.rid[several]
+        return r.cell[several], r.rid[several], r.amount[several]
+
+    @cached_property
+    def spanning_top(self) -> np.ndarray:
+        """``(atoms, depth)``: each atom's largest pieces of respondents spanning atoms,
+        table-wide (:class:`Requirements`; :data:`SPANNING_ALLOWANCE`)."""
+        depth = max([1] + [len(f.b) for f in self.forms if f is not None])
+        return spanning_top(*self.spanning, len(self.atoms), depth)
 
     @cached_property
     def relevant(self) -> np.ndarray:
@@ -1326,7 +1387,7 @@ class _Group:
         self.held: tuple[Any, tuple | None] | None = None
         # What a screen-only check lists besides the verdict, kept per group so that
         # groups decided side by side (:func:`_drive`) list them in the groups' order.
-        self.failing: list[tuple[int, int, tuple[int, ...]]] = []
+        self.failing: list[tuple[int, int, tuple[int, ...], float]] = []
         self.more_found: list[Aggregation] = []
         self.mip_solves = 0
 
@@ -1801,16 +1862,33 @@ class _Group:
         verdicts, may differ."""
         w = self.w
         form = w.forms[k]
-        if self._spanning():
-            return None
         omega = self._free(w.arrays.omega[k, self.pos])
         plain = self._free(w.arrays.plain[k, self.pos])
-        if not (omega >= 0).all():
+        measure = w.measure[k, self.pos]
+        alone = w.arrays.alone[k, self.pos]
+        lift = np.zeros(len(self.atoms))
+        if self._spanning():
+            # Respondents in several atoms (SPANNING_ALLOWANCE): each atom's costs lowered
+            # by what their pieces there may add; where that leaves a cost below 0, the
+            # attacked respondent's other pieces charged to the anchor instead.
+            pieces = self._spanning_pieces()
+            top = spanning_top(*pieces, len(self.atoms), len(form.b))
+            lowered = [self._free(c) for c in spanning_costs(form, omega, plain, measure, top)]
+            if all((c >= 0).all() for c in lowered):
+                omega, plain = lowered
+            else:
+                lift = form.b[0] * spanning_lift(*pieces, len(self.atoms))
+                plain = self._free(plain - top[:, : len(form.b) - 1] @ np.asarray(form.b[1:]))
+                measure, alone = measure + lift, alone + lift
+                near = near | (
+                    (measure >= -_NEAR_SENSITIVE * w.scale[k, self.pos])
+                    & ~self.published
+                    & ~self.unknown
+                )
+        if not ((omega >= 0).all() and (plain >= 0).all()):
             return None
         tol = _TIE_RTOL * w.scale[k, self.pos]
         everywhere = np.ones(len(self.atoms), bool)
-        measure = w.measure[k, self.pos]
-        alone = w.arrays.alone[k, self.pos]
         margins = np.where(form.inclusive, -tol, tol)
         proven = measure < margins  # rho >= 0: nothing to prove
         undecided = "undecided", None, "screen"
@@ -2084,7 +2162,9 @@ class _Group:
             if anchor in met:
                 witnesses.append(met[anchor])
             elif anchor in failing:
-                self.failing.append((k, int(self.atoms[anchor]), failing[anchor]))
+                self.failing.append(
+                    (k, int(self.atoms[anchor]), failing[anchor], float(lift[anchor]))
+                )
         if witnesses:
             # Two anchors may meet the same aggregation: each is kept once.
             distinct = {(a.cells.tobytes(), a.coefficients.tobytes()): a for a in witnesses}
@@ -2103,11 +2183,21 @@ class _Group:
     def _spanning(self) -> bool:
         """Whether a respondent contributes to two atoms of the group (only a respondent
         of two atoms of the table can: :attr:`_Work.spanning`)."""
-        cell, rid = self.w.spanning
+        cell, rid, _ = self.w.spanning
         if not len(cell):
             return False
         ids = rid[np.isin(cell, self.pos[~self.published])]
         return len(np.unique(ids)) < len(ids)
+
+    def _spanning_pieces(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(atom, respondent, amount)``, atoms by group position, of the respondents
+        in two or more of the group's live atoms (:data:`SPANNING_ALLOWANCE`)."""
+        cell, rid, amount = self.w.spanning
+        live = ~self.published
+        local = np.full(len(self.w.atoms), -1)
+        local[self.pos[live]] = np.flatnonzero(live)
+        inside = local[cell] >= 0
+        return local[cell[inside]], rid[inside], amount[inside]
 
     def _mip(self, k: int, near: np.ndarray) -> _Steps:
         """Seed 002 section 6 in slot form over the group's atoms (module docstring);
@@ -2314,7 +2404,7 @@ class _Group:
             if witness is not None:
                 return "sensitive", witness
             if w.screen_only:
-                self.failing.append((k, int(self.atoms[anchor]), ()))
+                self.failing.append((k, int(self.atoms[anchor]), (), 0.0))
                 undecided = True
                 continue
             # Supports with fewer than n respondents: the anchor, any zero atoms and other
@@ -2633,6 +2723,47 @@ class Deviations:
             return float((data[at] * scale).max())
 
 
+def spanning_top(
+    cell: np.ndarray, rid: np.ndarray, amount: np.ndarray, n: int, depth: int
+) -> np.ndarray:
+    """``(n, depth)``: per atom, the largest amounts (descending, 0-padded) among the
+    entries ``(cell, rid, amount)`` (one per atom and respondent) of respondents with two
+    or more entries: the spanning pieces of :data:`SPANNING_ALLOWANCE`."""
+    out = np.zeros((n, depth))
+    _, inverse, counts = np.unique(rid, return_inverse=True, return_counts=True)
+    several = counts[inverse.ravel()] > 1
+    cell, amount = cell[several], amount[several]
+    order = np.lexsort((-amount, cell))
+    cell, amount = cell[order], amount[order]
+    rank = np.arange(len(cell)) - np.searchsorted(cell, cell, side="left")
+    keep = rank < depth
+    out[cell[keep], rank[keep]] = amount[keep]
+    return out
+
+
+def spanning_lift(cell: np.ndarray, rid: np.ndarray, amount: np.ndarray, n: int) -> np.ndarray:
+    """Per atom ``i`` of ``n``: ``max_r (k_r - 1) a_ri`` over the respondents ``r`` with a
+    piece ``a_ri`` there and ``k_r >= 2`` entries ``(cell, rid, amount)`` in all
+    (:data:`SPANNING_ALLOWANCE` 5, over ``b_1``)."""
+    out = np.zeros(n)
+    _, inverse, counts = np.unique(rid, return_inverse=True, return_counts=True)
+    k = counts[inverse.ravel()]
+    several = k > 1
+    np.maximum.at(out, cell[several], (k[several] - 1) * amount[several])
+    return out
+
+
+def spanning_costs(form, omega, plain, measure, top: np.ndarray):
+    """The screen's costs ``omega`` and ``plain`` with the allowance for respondents
+    spanning atoms (:data:`SPANNING_ALLOWANCE` 2-3), ``top`` their largest pieces per atom
+    (:func:`spanning_top`, at least ``len(form.b)`` deep)."""
+    b = np.asarray(form.b)
+    return (
+        np.maximum(omega - b[0] * top[:, 0], -measure),
+        plain - top[:, : len(b)] @ b,
+    )
+
+
 def _without_noise(z: np.ndarray) -> np.ndarray:
     """A screen LP's row prices ``z`` with every move at most ``1e-9`` of the largest set to
     0, before they are kept (:meth:`Deviations.add`, :meth:`Deviations.remember`).
@@ -2752,10 +2883,15 @@ class Requirements:
                 self.room_alone[k, atoms] = np.where(count < rule.n - 1e-9, 0.0, np.inf)
                 self.tie[k, atoms] = 1e-9
             else:
+                # The screen's costs with the allowance for respondents spanning atoms,
+                # table-wide (SPANNING_ALLOWANCE): at most any group's.
+                omega, plain = spanning_costs(
+                    form, arrays.omega[k], arrays.plain[k], arrays.measure[k], t.spanning_top
+                )
                 self.measure[k, atoms] = arrays.measure[k]
                 self.alone[k, atoms] = arrays.alone[k]
-                self.room_alone[k, atoms] = np.maximum(arrays.omega[k], 0.0)
-                self.room_plain[k, atoms] = arrays.plain[k]
+                self.room_alone[k, atoms] = np.maximum(omega, 0.0)
+                self.room_plain[k, atoms] = np.maximum(plain, 0.0)
                 self.tie[k, atoms] = _TIE_RTOL * arrays.scale[k]
         # Atoms of unknown magnitudes are left out of judged aggregations: free here too.
         if source.known is not None:
@@ -2772,13 +2908,16 @@ class Requirements:
         atoms = aggregation.atoms
         return self.at(k, int(atoms[np.argmax(self.measure[k, atoms])]))
 
-    def at(self, k: int, anchor: int, partners: tuple[int, ...] = ()) -> list[Requirement]:
+    def at(
+        self, k: int, anchor: int, partners: tuple[int, ...] = (), lift: float = 0.0
+    ) -> list[Requirement]:
         """The deviations the screen needs for ``anchor`` under rule ``k``, each strictly
         beyond its level; with ``partners`` (atoms, under a one-intruder rule: the check's
         ``failing``), only the one that proves the intruder's respondent in any of them:
         the anchor beyond ``S_i - b_2 x_i^[2]`` with the partners within ``omega``, every
         other atom within ``-tau X_j`` (one complement for them all, stronger than each
-        partner's own)."""
+        partner's own). ``lift``: what the screen added to the anchor's bounds for
+        respondents spanning atoms (:data:`SPANNING_ALLOWANCE` 5)."""
 
         def beyond(level: float) -> float:
             return level + max(1e-6 * abs(level), 1e3 * self.tie[k, anchor], 1e-9)
@@ -2787,15 +2926,15 @@ class Requirements:
             room = self.room_plain[k].copy()
             room[list(partners)] = self.room_alone[k, list(partners)]
             room[anchor] = np.inf
-            return [Requirement(anchor, beyond(self.alone[k, anchor]), room)]
+            return [Requirement(anchor, beyond(self.alone[k, anchor] + lift), room)]
         out = []
         if self.frequency[k]:
             room = self.room_alone[k].copy()
             room[anchor] = np.inf
             return [Requirement(anchor, 1e-4 * max(1.0, abs(self.values[anchor])), room)]
         for level, room in (
-            (self.alone[k, anchor], self.room_alone[k]),
-            (self.measure[k, anchor], self.room_plain[k]),
+            (self.alone[k, anchor] + lift, self.room_alone[k]),
+            (self.measure[k, anchor] + lift, self.room_plain[k]),
         ):
             if level > -self.tie[k, anchor]:
                 room = room.copy()
