@@ -1685,6 +1685,11 @@ def spanning_tables(draw):
     leaves, holdings = {}, {}
     for cell in np.flatnonzero(t.is_leaf).tolist():
         key = t.key(cell)
+        if draw(st.integers(0, 4)) == 0:
+            # A cell wholly of a holding with contributions elsewhere: sensitive, and its
+            # costs with the allowance below 0 (the anchor's lift, item 5).
+            leaves[key], holdings[key] = [draw(amounts)], [draw(st.sampled_from([1, 2]))]
+            continue
         leaves[key] = draw(st.lists(amounts, min_size=2, max_size=6))
         holdings[key] = [
             draw(st.sampled_from([None, None, None, None, 1, 2])) for _ in range(len(leaves[key]))

@@ -1387,7 +1387,7 @@ class _Group:
         self.held: tuple[Any, tuple | None] | None = None
         # What a screen-only check lists besides the verdict, kept per group so that
         # groups decided side by side (:func:`_drive`) list them in the groups' order.
-        self.failing: list[tuple[int, int, tuple[int, ...], float]] = []
+        self.failing: list[tuple[int, int, tuple[int, ...], float, tuple[int, ...]]] = []
         self.more_found: list[Aggregation] = []
         self.mip_solves = 0
 
@@ -1866,19 +1866,19 @@ class _Group:
         plain = self._free(w.arrays.plain[k, self.pos])
         measure = w.measure[k, self.pos]
         alone = w.arrays.alone[k, self.pos]
-        lift = np.zeros(len(self.atoms))
+        lift, heavy = np.zeros(len(self.atoms)), np.zeros(len(self.atoms), bool)
         if self._spanning():
             # Respondents in several atoms (SPANNING_ALLOWANCE): each atom's costs lowered
-            # by what their pieces there may add; where that leaves a cost below 0, the
-            # attacked respondent's other pieces charged to the anchor instead.
+            # by what their pieces there may add, except at the atoms that would then
+            # cost below 0, whose pieces of the attacked respondent are charged to the
+            # anchor instead.
             pieces = self._spanning_pieces()
             top = spanning_top(*pieces, len(self.atoms), len(form.b))
-            lowered = [self._free(c) for c in spanning_costs(form, omega, plain, measure, top)]
-            if all((c >= 0).all() for c in lowered):
-                omega, plain = lowered
-            else:
-                lift = form.b[0] * spanning_lift(*pieces, len(self.atoms))
-                plain = self._free(plain - top[:, : len(form.b) - 1] @ np.asarray(form.b[1:]))
+            omega, plain, heavy = spanning_costs(form, omega, plain, measure, top)
+            omega, plain = self._free(omega), self._free(plain)
+            heavy &= ~self.published
+            if heavy.any():
+                lift = form.b[0] * spanning_lift(*pieces, len(self.atoms), heavy)
                 measure, alone = measure + lift, alone + lift
                 near = near | (
                     (measure >= -_NEAR_SENSITIVE * w.scale[k, self.pos])
@@ -2163,7 +2163,13 @@ class _Group:
                 witnesses.append(met[anchor])
             elif anchor in failing:
                 self.failing.append(
-                    (k, int(self.atoms[anchor]), failing[anchor], float(lift[anchor]))
+                    (
+                        k,
+                        int(self.atoms[anchor]),
+                        failing[anchor],
+                        float(lift[anchor]),
+                        tuple(self.atoms[heavy].tolist()),
+                    )
                 )
         if witnesses:
             # Two anchors may meet the same aggregation: each is kept once.
@@ -2404,7 +2410,7 @@ class _Group:
             if witness is not None:
                 return "sensitive", witness
             if w.screen_only:
-                self.failing.append((k, int(self.atoms[anchor]), (), 0.0))
+                self.failing.append((k, int(self.atoms[anchor]), (), 0.0, ()))
                 undecided = True
                 continue
             # Supports with fewer than n respondents: the anchor, any zero atoms and other
@@ -2741,26 +2747,36 @@ def spanning_top(
     return out
 
 
-def spanning_lift(cell: np.ndarray, rid: np.ndarray, amount: np.ndarray, n: int) -> np.ndarray:
-    """Per atom ``i`` of ``n``: ``max_r (k_r - 1) a_ri`` over the respondents ``r`` with a
-    piece ``a_ri`` there and ``k_r >= 2`` entries ``(cell, rid, amount)`` in all
-    (:data:`SPANNING_ALLOWANCE` 5, over ``b_1``)."""
+def spanning_lift(
+    cell: np.ndarray, rid: np.ndarray, amount: np.ndarray, n: int, heavy: np.ndarray
+) -> np.ndarray:
+    """Per atom ``i`` of ``n``: ``max_r h_r a_ri`` over the respondents ``r`` with a piece
+    ``a_ri`` there and two or more entries ``(cell, rid, amount)`` in all, ``h_r`` its
+    pieces in the ``heavy`` atoms other than ``i`` (:data:`SPANNING_ALLOWANCE` 5, over
+    ``b_1``)."""
     out = np.zeros(n)
     _, inverse, counts = np.unique(rid, return_inverse=True, return_counts=True)
-    k = counts[inverse.ravel()]
-    several = k > 1
-    np.maximum.at(out, cell[several], (k[several] - 1) * amount[several])
+    inverse = inverse.ravel()
+    several = counts[inverse] > 1
+    in_heavy = np.bincount(inverse, weights=heavy[cell], minlength=len(counts))
+    others = in_heavy[inverse] - heavy[cell]
+    np.maximum.at(out, cell[several], others[several] * amount[several])
     return out
 
 
 def spanning_costs(form, omega, plain, measure, top: np.ndarray):
     """The screen's costs ``omega`` and ``plain`` with the allowance for respondents
-    spanning atoms (:data:`SPANNING_ALLOWANCE` 2-3), ``top`` their largest pieces per atom
-    (:func:`spanning_top`, at least ``len(form.b)`` deep)."""
+    spanning atoms (:data:`SPANNING_ALLOWANCE`), ``top`` their largest pieces per atom
+    (:func:`spanning_top`, at least ``len(form.b)`` deep), and the *heavy* atoms (a mask),
+    where the costs of 2-3 would fall below 0 and those of 5 are taken."""
     b = np.asarray(form.b)
+    lowered = np.maximum(omega - b[0] * top[:, 0], -measure)
+    spread = plain - top[:, : len(b)] @ b
+    heavy = (lowered < 0) | (spread < 0)
     return (
-        np.maximum(omega - b[0] * top[:, 0], -measure),
-        plain - top[:, : len(b)] @ b,
+        np.where(heavy, omega, lowered),
+        np.where(heavy, plain - top[:, : len(b) - 1] @ b[1:], spread),
+        heavy,
     )
 
 
@@ -2876,6 +2892,11 @@ class Requirements:
         self.tie = np.ones(shape)
         self.room_alone = np.full(shape, np.inf)  # cells that are not atoms: free
         self.room_plain = np.full(shape, np.inf)
+        # Rooms at an atom the screen took as heavy (SPANNING_ALLOWANCE 5), where some
+        # respondent spans atoms.
+        spanning = len(t.spanning[0]) > 0
+        self.room_heavy_alone = np.full(shape, np.inf) if spanning else self.room_alone
+        self.room_heavy_plain = np.full(shape, np.inf) if spanning else self.room_plain
         for k, (rule, form) in enumerate(zip(self.rules, forms)):
             if form is None:
                 count = resp.count
@@ -2885,13 +2906,20 @@ class Requirements:
             else:
                 # The screen's costs with the allowance for respondents spanning atoms,
                 # table-wide (SPANNING_ALLOWANCE): at most any group's.
-                omega, plain = spanning_costs(
+                omega, plain, heavy = spanning_costs(
                     form, arrays.omega[k], arrays.plain[k], arrays.measure[k], t.spanning_top
                 )
                 self.measure[k, atoms] = arrays.measure[k]
                 self.alone[k, atoms] = arrays.alone[k]
-                self.room_alone[k, atoms] = np.maximum(omega, 0.0)
-                self.room_plain[k, atoms] = np.maximum(plain, 0.0)
+                # A heavy atom of the table may be light in a group (fewer spanning
+                # pieces there): its room is the lower of the two, 0, unless the screen's
+                # failing anchor names it heavy (Requirements.at).
+                omega, plain = np.maximum(omega, 0.0), np.maximum(plain, 0.0)
+                if spanning:
+                    self.room_heavy_alone[k, atoms] = omega
+                    self.room_heavy_plain[k, atoms] = plain
+                self.room_alone[k, atoms] = np.where(heavy, 0.0, omega)
+                self.room_plain[k, atoms] = np.where(heavy, 0.0, plain)
                 self.tie[k, atoms] = _TIE_RTOL * arrays.scale[k]
         # Atoms of unknown magnitudes are left out of judged aggregations: free here too.
         if source.known is not None:
@@ -2909,7 +2937,12 @@ class Requirements:
         return self.at(k, int(atoms[np.argmax(self.measure[k, atoms])]))
 
     def at(
-        self, k: int, anchor: int, partners: tuple[int, ...] = (), lift: float = 0.0
+        self,
+        k: int,
+        anchor: int,
+        partners: tuple[int, ...] = (),
+        lift: float = 0.0,
+        heavy: tuple[int, ...] = (),
     ) -> list[Requirement]:
         """The deviations the screen needs for ``anchor`` under rule ``k``, each strictly
         beyond its level; with ``partners`` (atoms, under a one-intruder rule: the check's
@@ -2917,14 +2950,21 @@ class Requirements:
         the anchor beyond ``S_i - b_2 x_i^[2]`` with the partners within ``omega``, every
         other atom within ``-tau X_j`` (one complement for them all, stronger than each
         partner's own). ``lift``: what the screen added to the anchor's bounds for
-        respondents spanning atoms (:data:`SPANNING_ALLOWANCE` 5)."""
+        respondents spanning atoms, ``heavy`` the atoms it took as heavy there
+        (:data:`SPANNING_ALLOWANCE` 5)."""
 
         def beyond(level: float) -> float:
             return level + max(1e-6 * abs(level), 1e3 * self.tie[k, anchor], 1e-9)
 
+        def rooms(kind: str) -> np.ndarray:
+            room = getattr(self, f"room_{kind}")[k].copy()
+            if heavy:
+                room[list(heavy)] = getattr(self, f"room_heavy_{kind}")[k, list(heavy)]
+            return room
+
         if partners:
-            room = self.room_plain[k].copy()
-            room[list(partners)] = self.room_alone[k, list(partners)]
+            room = rooms("plain")
+            room[list(partners)] = rooms("alone")[list(partners)]
             room[anchor] = np.inf
             return [Requirement(anchor, beyond(self.alone[k, anchor] + lift), room)]
         out = []
@@ -2932,12 +2972,12 @@ class Requirements:
             room = self.room_alone[k].copy()
             room[anchor] = np.inf
             return [Requirement(anchor, 1e-4 * max(1.0, abs(self.values[anchor])), room)]
-        for level, room in (
-            (self.alone[k, anchor] + lift, self.room_alone[k]),
-            (self.measure[k, anchor] + lift, self.room_plain[k]),
+        for level, kind in (
+            (self.alone[k, anchor] + lift, "alone"),
+            (self.measure[k, anchor] + lift, "plain"),
         ):
             if level > -self.tie[k, anchor]:
-                room = room.copy()
+                room = rooms(kind)
                 room[anchor] = np.inf
                 out.append(Requirement(anchor, beyond(level), room))
         return out
