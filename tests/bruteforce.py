@@ -22,7 +22,8 @@ Rules are tuples: ``("p_percent", p)``, ``("pq", p, q)``, ``("frequency", n)``,
 (n,k)-dominance rule ``("dominance", n, k)`` (seed 003 B.1.c, seed 000
 eq-dominance-formula). Several rules at once (seed 003 B.1.d, an aggregation is sensitive
 when any rule fires): :func:`first_sensitive`; the minimum frequency rule over every real
-``mu``, not only +-1: :func:`frequency_witness`.
+``mu``, not only +-1: :func:`frequency_witness`. Under the replicate sampling weights of
+seed 000, every rule over every real ``mu``: :func:`replicate_witness`.
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ __all__ = [
     "any_sensitive",
     "first_sensitive",
     "frequency_witness",
+    "circuits",
+    "replicate_judge",
+    "replicate_witness",
 ]
 
 LIMIT = 10**6
@@ -372,18 +376,8 @@ def frequency_witness(
     (Fractions). Returns ``(U, respondents)``; raises ValueError past ``budget`` sets.
     Arguments as for :func:`enumerate_sensitive`.
     """
-    free = _free_cells(suppressed, derived)
     rows = _matrix(a)
-    if atoms is None:
-        atoms = [[(i, 1)] for i in range(len(rows[0]) if rows else 0)]
-    # C[k][atom] = sum over free cells j of a[k, j] G[j, atom]
-    columns: dict = defaultdict(lambda: [0] * len(rows))
-    for j in free:
-        for atom, g in atoms[j]:
-            for k, row in enumerate(rows):
-                if row[j]:
-                    columns[atom][k] += row[j] * _exact(g)
-    columns = {atom: col for atom, col in columns.items() if any(col)}
+    columns = _atom_columns(rows, _free_cells(suppressed, derived), atoms)
     absolute = _absolute(contributions)
     respondents = {atom: frozenset(r for r, v in absolute[atom] if v) for atom in columns}
     with_contributions = [atom for atom in columns if respondents[atom]]
@@ -408,4 +402,164 @@ def frequency_witness(
             more = resp | respondents[small[i]]
             if len(more) < n:
                 stack.append((i + 1, (*chosen, small[i]), more))
+    return None
+
+
+def _atom_columns(rows, free, atoms) -> dict:
+    """The relations on the atoms of the free cells: ``{atom: C[:, atom]}`` with
+    ``C[k][atom] = sum_j a[k, j] G[j, atom]`` over the free cells ``j``, nonzero columns
+    only (``phi = mu^T C`` is an aggregation's atom vector, seed 002 sec. 3)."""
+    if atoms is None:
+        atoms = [[(i, 1)] for i in range(len(rows[0]) if rows else 0)]
+    columns: dict = defaultdict(lambda: [0] * len(rows))
+    for j in free:
+        for atom, g in atoms[j]:
+            for k, row in enumerate(rows):
+                if row[j]:
+                    columns[atom][k] += row[j] * _exact(g)
+    return {atom: col for atom, col in columns.items() if any(col)}
+
+
+def _reduced(rows) -> list[list[Fraction]]:
+    """The nonzero rows of the reduced row echelon form (exact)."""
+    m = [[Fraction(v) for v in r] for r in rows]
+    rank = 0
+    for col in range(len(m[0]) if m else 0):
+        piv = next((i for i in range(rank, len(m)) if m[i][col]), None)
+        if piv is None:
+            continue
+        m[rank], m[piv] = m[piv], m[rank]
+        m[rank] = [x / m[rank][col] for x in m[rank]]
+        for i in range(len(m)):
+            if i != rank and m[i][col]:
+                f = m[i][col]
+                m[i] = [x - f * y for x, y in zip(m[i], m[rank])]
+        rank += 1
+    return m[:rank]
+
+
+def _nullspace(rows, d: int) -> list[list[Fraction]]:
+    """A basis of ``{c in Q^d : r . c = 0 for every row r}`` (exact)."""
+    red = _reduced(rows) if rows else []
+    pivots = [next(j for j, v in enumerate(r) if v) for r in red]
+    out = []
+    for free in (j for j in range(d) if j not in pivots):
+        c = [Fraction(0)] * d
+        c[free] = Fraction(1)
+        for r, p in zip(red, pivots):
+            c[p] = -r[free]
+        out.append(c)
+    return out
+
+
+def circuits(a, suppressed, *, derived=(), atoms=None, max_atoms: int = 12) -> list[dict]:
+    """The elementary vectors (circuits) of the aggregations' space on the atoms, one per
+    minimal support, as ``{atom: Fraction}`` scaled to ``max |phi| = 1``.
+
+    Aggregations are ``phi = mu^T C`` (:func:`_atom_columns`), a linear space ``V``; its
+    circuits are the nonzero vectors of minimal support. Supports ``U`` are tried by
+    increasing size: the vectors of ``V`` vanishing off ``U`` are ``c^T R`` with ``R`` a
+    basis of ``V`` and ``c`` in the null space of ``R``'s columns off ``U``; ``U`` is a
+    circuit's support when that space is not 0 and ``U`` holds no smaller circuit's (then
+    it is one-dimensional and the vector's support is all of ``U``, checked). Every
+    vector of ``V`` is a sum of circuits *conformal* to it (signs agree, supports within
+    its support; Rockafellar, "The elementary vectors of a subspace of R^N", 1969).
+    Raises ValueError with more than ``max_atoms`` atoms."""
+    rows = _matrix(a)
+    columns = _atom_columns(rows, _free_cells(suppressed, derived), atoms)
+    names = sorted(columns)
+    if len(names) > max_atoms:
+        raise ValueError(f"{len(names)} atoms > max_atoms={max_atoms}")
+    basis = _reduced([[columns[c][k] for c in names] for k in range(len(rows))])
+    d, n = len(basis), len(names)
+    found: list[frozenset] = []
+    out = []
+    for size in range(1, n + 1):
+        for support in itertools.combinations(range(n), size):
+            inside = frozenset(support)
+            if any(f <= inside for f in found):
+                continue
+            off = [j for j in range(n) if j not in inside]
+            null = _nullspace([[basis[i][j] for i in range(d)] for j in off], d)
+            if not null:
+                continue
+            assert len(null) == 1, "a smaller circuit lies within"
+            phi = [sum((null[0][i] * basis[i][j] for i in range(d)), Fraction(0)) for j in range(n)]
+            assert {j for j in range(n) if phi[j]} == inside
+            top = max(abs(v) for v in phi)
+            found.append(inside)
+            out.append({names[j]: phi[j] / top for j in support})
+    return out
+
+
+def replicate_judge(phi, observations, rule) -> tuple[bool, object]:
+    """Judge the aggregation ``phi`` (``{atom: coefficient}``) under the replicate
+    sampling weights of seed 000 ("Sampling weights"): an observation ``x`` of weight
+    ``w`` stands for ``w`` contributions of ``x``, and the ``s``-th largest contribution
+    is the mass of the sorted, replicated sequence in ``[s-1, s)`` (for fractional
+    weights, a weight-proportional share of each observation there). The aggregation is
+    judged as a cell (seed 002 secs. 4-5) whose observations are ``|phi_a| |x|``, weight
+    ``w`` unchanged, over its atoms ``a``; ``N`` is the sum of their weights.
+
+    ``observations[a]``: ``(value, weight)`` pairs of atom ``a`` (exact: pass decimal
+    weights as strings). Rules as in :func:`is_sensitive` (``"frequency"``, ``"p_percent"``,
+    ``"pq"`` with optional coalition ``c``, ``"dominance"``), on the slots ``X^[s]`` and
+    ``T``; returns ``(sensitive, measure)``, the measure ``N`` for the frequency rule."""
+    pooled = [
+        (abs(_exact(coef)) * abs(_exact(x)), _exact(w))
+        for atom, coef in phi.items()
+        for x, w in observations[atom]
+        if coef
+    ]
+    count = sum((w for _, w in pooled), Fraction(0))
+    if count <= 0:
+        return False, count  # no contributor: nothing to protect
+    kind = rule[0]
+    if kind == "frequency":
+        return count < rule[1], count
+    pooled.sort(key=lambda o: -o[0])
+    total = sum((x * w for x, w in pooled), Fraction(0))
+    slots, start = [Fraction(0)] * 4, Fraction(0)
+    for x, w in pooled:
+        for s in range(len(slots)):
+            share = min(start + w, s + 1) - max(start, s)
+            if share > 0:
+                slots[s] += share * x
+        start += w
+    if kind == "dominance":
+        n, k = rule[1], Fraction(_exact(rule[2]))
+        top = sum(slots[:n])
+        measure = top - k / (100 - k) * (total - top)
+        return measure > 0, measure
+    extra = rule[2:] if kind == "p_percent" else rule[3:]
+    c = int(extra[0]) if extra else 1
+    p = Fraction(_exact(rule[1]))
+    ratio = 100 / p if kind == "p_percent" else _exact(rule[2]) / p
+    measure = slots[0] - ratio * (total - sum(slots[: c + 1]))
+    if kind == "p_percent":
+        return measure > 0, measure
+    return total > 0 and measure >= 0, measure
+
+
+def replicate_witness(
+    a, suppressed, observations, rules, *, derived=(), atoms=None, max_atoms: int = 12
+) -> tuple[dict, int, object] | None:
+    """A sensitive aggregation under replicate sampling weights, over every real ``mu``,
+    as ``(phi on the atoms, index of the rule, measure)``, or ``None`` when there is none
+    (seed 002 sec. 4, Operational criterion 2; :func:`replicate_judge`).
+
+    Only the circuits (:func:`circuits`) are judged, which decides every aggregation:
+    take ``phi`` and a conformal decomposition ``phi = sum_k c_k`` into circuits, so
+    ``|phi| = sum_k |c_k|``. ``N`` is a sum over the atoms of the support, so some
+    ``c_k`` nonzero on an atom with observations has ``0 < N(c_k) <= N(phi)``. The slot
+    measures are ``tau T + sum_s (b_s - b_{s+1}) top_s`` with ``tau < 0``, ``b`` non-
+    increasing and ``top_s`` the largest mass-``s`` part of the pooled sequence, a
+    maximum of functions linear in ``|phi|``: convex and positively homogeneous in
+    ``|phi|``, so ``S(phi) <= sum_k S(c_k)``, and ``S(phi) > 0`` (``>= 0``) needs some
+    ``S(c_k) > 0`` (``>= 0``)."""
+    for phi in circuits(a, suppressed, derived=derived, atoms=atoms, max_atoms=max_atoms):
+        for k, rule in enumerate(rules):
+            sensitive, measure = replicate_judge(phi, observations, rule)
+            if sensitive:
+                return phi, k, measure
     return None

@@ -767,6 +767,55 @@ def test_frequency_not_implied_by_weighted_counts(client, mode):
     assert audit["verdict"] == "unsafe"
 
 
+def _one_union_body(form: str, second: float) -> dict:
+    """a0 and a1 hidden, their sum published by the total, under a frequency rule of 3
+    alone: a0 has 1.2 estimated contributors (one observation of weight 1.2, or 0.6 under
+    public weights; or a caller's summary with count 1.2), a1 has ``second`` (a summary's
+    count, or observations of the same weight and, for more, two of weight 2)."""
+    rules: dict = {"rules": [{"type": "frequency", "n": 3}]}
+    if form == "summary":
+
+        def cell(key: str, count: float, total: float) -> dict:
+            largest = [total / max(count, 1.0), 0.0]
+            return {"key": [key], "summary": {"total": total, "count": count, "largest": largest}}
+
+        cells = [cell("a0", 1.2, 12.0), cell("a1", second, 40.0), cell("a2", 10.0, 200.0)]
+        cells.append(cell("T", 11.2 + second, 252.0))
+    else:
+        w = 0.6 if form == "sample_public_weights" else 1.2
+        if form != "replicate":
+            rules["weights"] = form
+        weights = {"a0": [w], "a1": [w] if second < 2 else [w, 2.0, 2.0], "a2": [2.0] * 5}
+        cells = [
+            {"key": [k], "contributions": [{"value": 10, "weight": x} for x in ws]}
+            for k, ws in weights.items()
+        ]
+    for c in cells[:2]:
+        c["suppressed"] = True
+    return {
+        "structure": {"dimensions": [{"name": "a", "leaves": ["a0", "a1", "a2"], "total": "T"}]},
+        "cells": cells,
+        "rules": rules,
+    }
+
+
+@pytest.mark.parametrize("form", ["replicate", "sample_public_weights", "summary"])
+def test_frequency_rule_alone_certified_under_fractional_counts(client, form):
+    """An aggregation's count is the sum of its cells' (weights or summaries' counts),
+    whatever its multipliers and however its slots pool, so the frequency rule's support
+    search decides it exactly (aggregations.POOLED_PROOF, step 5): a0 + a1 with 5.2 to
+    6.4 contributors is safe, with 2.4 (1.2 under public weights) unsafe. Until h65 a
+    group with a
+    fractional weight (replicate), a public weight below 1 or a summary's fractional count
+    was left `uncertified` even under a frequency rule alone."""
+    audit = client.post("/v1/audit", json=_one_union_body(form, 4.5)).json()
+    assert audit["verdict"] == "safe", audit["reasons"]
+    assert audit["aggregations"]["status"] == "safe"
+    audit = client.post("/v1/audit", json=_one_union_body(form, 1.2)).json()
+    assert audit["verdict"] == "unsafe"
+    assert audit["aggregations"]["worst"]["rule"] == "frequency(n=3)"
+
+
 def test_aggregations_under_the_shift_are_not_certified(client):
     """A helper's probe (h61, 2026-11-27): a 2x2x2 table under the (2,60) dominance rule
     with negative values shifted by M = 100, every cell hidden but the one-dimension

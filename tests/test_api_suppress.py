@@ -733,6 +733,40 @@ def test_fractional_replicate_weights_certified_by_the_pooled_bound(client, meth
 
 
 @pytest.mark.parametrize("method", ["fast", "exact"])
+def test_frequency_rule_under_fractional_weights_certified(client, method):
+    """A frequency rule under fractional replicate weights (h65): (a0, b0) is one
+    observation 40 of weight 1.3, 1.3 estimated contributors, below the rule's 3 (and
+    p%-sensitive). Hiding it with (a0, b1), (a1, b0) and (a1, b1) publishes their
+    alternating sum, whose count is 1.3 plus the others' (each above 3) and whose pooled
+    observations the p%-rule calls safe. An aggregation's count is the sum of its cells'
+    weights whatever its multipliers, so the frequency rule's support search holds under
+    fractional weights as it does for whole respondents (aggregations.POOLED_PROOF, step
+    5); until then any group with a cell below a frequency rule's threshold was left
+    undecided: /v1/suppress `no_safe_pattern`, /v1/audit `uncertified`."""
+    b = _realistic_weights_body()
+    b["cells"][0]["contributions"] = [{"value": 40, "weight": 1.3}]
+    b["rules"]["rules"].append({"type": "frequency", "n": 3})
+    square = [["a0", "b0"], ["a0", "b1"], ["a1", "b0"], ["a1", "b1"]]
+    alone = {"cells": [b["cells"][0] | {"key": ["x"]}], "rules": b["rules"]}
+    fired = client.post("/v1/sensitivity", json=alone).json()["cells"][0]["fired"]
+    assert "frequency(n=3)" in fired
+    pooled = [o for cell in b["cells"] if cell["key"] in square for o in cell["contributions"]]
+    one = {"cells": [{"key": ["x"], "contributions": pooled}], "rules": b["rules"]}
+    assert not client.post("/v1/sensitivity", json=one).json()["cells"][0]["sensitive"]
+    reply = client.post("/v1/suppress", json=b | {"method": method}).json()
+    assert reply["safe"] is True, reply["solver"]
+    assert reply["solver"]["status"] == ("optimal" if method == "exact" else "feasible")
+    assert reply["audit"]["verdict"] == "safe"
+    hidden = sorted(c["key"] for c in reply["cells"] if c["status"] != "published")
+    assert hidden == square
+    for cell in b["cells"]:
+        cell["suppressed"] = cell["key"] in square
+    audit = client.post("/v1/audit", json=b).json()
+    assert audit["verdict"] == "safe", audit["reasons"]
+    assert audit["aggregations"]["status"] == "safe"
+
+
+@pytest.mark.parametrize("method", ["fast", "exact"])
 def test_pooled_bound_with_empty_cells(client, method):
     """An empty cell among the atoms of a hidden margin (h60's campaign): (a1, b1) is one
     observation 73 of weight 0.5 (dominated), column b0 empty. Hiding both row totals with

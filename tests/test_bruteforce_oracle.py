@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from fractions import Fraction
 
 import numpy as np
@@ -9,11 +10,14 @@ import pytest
 
 from tests.bruteforce import (
     any_sensitive,
+    circuits,
     enumerate_sensitive,
     grid_cell,
     grid_relations,
     in_row_space,
     is_sensitive,
+    replicate_judge,
+    replicate_witness,
 )
 
 P20 = ("p_percent", 20)
@@ -214,3 +218,80 @@ def test_too_many_relations():
     suppressed = [True] * 36
     with pytest.raises(ValueError):
         enumerate_sensitive(a, suppressed, [[]] * 36, P20, max_relations=10)
+
+
+def grid_atoms(r: int, c: int) -> list[list[tuple[int, int]]]:
+    """Each cell of :func:`grid_relations`'s grid as the sum of its leaves (``atoms`` of
+    the oracle's functions): a margin's respondents are its leaves'."""
+    rows = {i: [i] if i < r else list(range(r)) for i in range(r + 1)}
+    cols = {j: [j] if j < c else list(range(c)) for j in range(c + 1)}
+    return [
+        [(grid_cell(i, j, c), 1) for i in rows[gi] for j in cols[gj]]
+        for gi in range(r + 1)
+        for gj in range(c + 1)
+    ]
+
+
+def test_circuits_of_a_2x2_with_its_margins():
+    """Every cell of a 2x2 hidden, margins published: the rows and columns publish the
+    sums of their pairs, and their differences the diagonals' differences, six circuits
+    of two cells each. With the row totals hidden too, only the columns' pairs are left;
+    with the diagonal and a row total hidden, both diagonal cells are derived from their
+    columns, and the row total less (0,0) is the published (0,1) (singleton circuits on
+    the leaves)."""
+    a, atoms = grid_relations(2, 2), grid_atoms(2, 2)
+    corners = [grid_cell(i, j, 2) for i in range(2) for j in range(2)]
+    found = circuits(a, mask(9, corners), atoms=atoms)
+    assert sorted(sorted(c) for c in found) == sorted(
+        sorted(pair) for pair in itertools.combinations(corners, 2)
+    )
+    assert all({abs(v) for v in c.values()} == {1} for c in found)
+    rows = corners + [grid_cell(0, 2, 2), grid_cell(1, 2, 2)]
+    found = sorted(sorted(c) for c in circuits(a, mask(9, rows), atoms=atoms))
+    assert found == [
+        sorted([grid_cell(0, 0, 2), grid_cell(1, 0, 2)]),
+        sorted([grid_cell(0, 1, 2), grid_cell(1, 1, 2)]),
+    ]
+    diagonal = [grid_cell(0, 0, 2), grid_cell(1, 1, 2), grid_cell(0, 2, 2)]
+    found = sorted(sorted(c) for c in circuits(a, mask(9, diagonal), atoms=atoms))
+    assert found == [[grid_cell(0, 0, 2)], [grid_cell(0, 1, 2)], [grid_cell(1, 1, 2)]]
+
+
+def test_replicate_judge_reads_slots_and_weighted_counts():
+    """Seed 000's example, 100 of weight 4 and 10 of weight 7: slots 100, 100, T = 470,
+    N = 11. Fractional weights share a slot in proportion: 20 x 0.5 with 12 x 0.5 and
+    12 x 1 (h58's aggregation) fills slots 16 and 12 of 28 (p% at 30: 16 > 0), and its
+    count is 2 whatever the multipliers."""
+    obs = {0: [(100, 4)], 1: [(10, 7)]}
+    assert replicate_judge({0: 1, 1: 1}, obs, ("frequency", 12)) == (True, 11)
+    assert replicate_judge({0: 1, 1: 1}, obs, ("frequency", 11)) == (False, 11)
+    assert replicate_judge({0: 1, 1: 1}, obs, ("dominance", 2, 40)) == (
+        True,
+        200 - Fraction(40, 60) * 270,
+    )
+    obs = {0: [(20, "0.5")], 1: [(12, "0.5"), (12, 1)]}
+    assert replicate_judge({0: 1, 1: -1}, obs, ("p_percent", 30)) == (True, 16)
+    assert replicate_judge({0: 1, 1: Fraction(1, 3)}, obs, ("frequency", 2)) == (False, 2)
+    assert replicate_judge({0: 1}, obs, ("frequency", 2)) == (True, Fraction(1, 2))
+    assert replicate_judge({0: 1}, {0: []}, ("frequency", 2)) == (False, 0)
+
+
+def test_replicate_witness_finds_a_small_weighted_union():
+    """A 2x2 whose row 0 holds two cells of weight 1.2 (row 1: weight 5 each), every
+    cell hidden: the row total publishes their sum, 2.4 < 3 contributors. With the rows'
+    totals hidden too, every aggregation holds a cell of weight 5; with (0,1) of weight 2
+    the row's sum has 3.2."""
+    a, atoms = grid_relations(2, 2), grid_atoms(2, 2)
+    corners = [grid_cell(i, j, 2) for i in range(2) for j in range(2)]
+    obs = [[] for _ in range(9)]
+    obs[grid_cell(0, 0, 2)] = [(10, "1.2")]
+    obs[grid_cell(0, 1, 2)] = [(10, "1.2")]
+    obs[grid_cell(1, 0, 2)] = [(10, 5)]
+    obs[grid_cell(1, 1, 2)] = [(10, 5)]
+    freq3 = [("frequency", 3)]
+    phi, rule, count = replicate_witness(a, mask(9, corners), obs, freq3, atoms=atoms)
+    assert set(phi) == set(corners[:2]) and rule == 0 and count == Fraction(12, 5)
+    hidden = mask(9, corners + [grid_cell(0, 2, 2), grid_cell(1, 2, 2)])
+    assert replicate_witness(a, hidden, obs, freq3, atoms=atoms) is None
+    obs[grid_cell(0, 1, 2)] = [(10, 2)]
+    assert replicate_witness(a, mask(9, corners), obs, freq3, atoms=atoms) is None

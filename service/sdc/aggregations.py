@@ -77,6 +77,8 @@ What this module decides, per connected group of suppressed cells and per rule:
   MIP's whole respondents do not bound; a group with such an atom and another is proven
   by :data:`POOLED_PROOF` alone (``S <= sum_j |phi_j| S_j`` however the slots pool, and
   an LP per possibly sensitive atom), else left undecided (:data:`FRACTIONAL_WEIGHTS`).
+  Counts do not pool into slots: the frequency rules' search below holds as it is
+  (:data:`POOLED_PROOF`, step 5).
 * **Frequency rules** (minimum frequency, the threshold rule of count tables) depend on
   the support of ``lambda`` only: an aggregation has at least as many respondents as each
   of its cells, so a sensitive one lies within the cells below the threshold ``Z``.
@@ -686,10 +688,41 @@ slot form ``S = tau T + sum_{s <= m} b_s X^[s]``, ``b_1 >= ... >= b_m > 0``.
    in ``A``, and ``C = 0`` then makes its ``phi`` 0): an aggregation without contributors,
    empty, safe. Strict or inclusive, no rule fires.
 
-The bound holds whatever the slots are filled with, the margin keeps it clear of the
-rules' ties, and each ``LP_i`` is bounded below by the optimum's row prices (a deviation:
-``bt^T z = 0``, ``|z_j| <= -e_j`` off ``A``, checked), taken ``(1 - 1e-6)`` lower, as the
-screen takes its prices.
+5. Frequency rules need no bound of this kind. Seed 000 ("Minimum frequency rule") calls
+   a cell sensitive when its frequency ``N < n``; under ``replicate`` an observation of
+   weight ``w`` stands for ``w`` contributors, so ``N`` is the sum of the weights (seed
+   000, Sampling weights; :func:`service.sdc.magnitudes._weighted`, as for every cell).
+   Judged as a cell (seed 002 section 4, Operational criterion 2), an aggregation's
+   observations are those of its atoms with ``phi_j != 0``, each ``|phi_j| x`` with its
+   weight ``w`` unchanged (section 5: the multiplier scales what a respondent
+   contributes, not how many contributors it stands for; :func:`service.sdc.unions.judge`
+   reads it so), hence ``N(phi) = sum_{j : phi_j != 0} N_j``: it depends on the support
+   of ``phi`` only, never on how the slots pool. Weights are positive and no observation
+   lies in two atoms (no holdings with weights), so ``N`` only grows with the support and
+   ``N(phi) >= N_j`` on it: a sensitive aggregation (``n - N > 1e-9 (n + N)``, the rule's
+   tie) lies within the atoms with ``N_j < n - 1e-9``. These are the two facts the
+   support search (module docstring, "Frequency rules"; :meth:`_Group.frequency`) rests
+   on, with each atom's count ``N_j`` (weighted cells are read from their summaries, whose
+   respondents are distinct: the sum of counts). Its enumeration of supports below ``n``
+   meets every sensitive aggregation's support ``U``, anchored at an atom of ``U`` with
+   ``N_j > 0``, and the aggregation its LP finds within ``U`` (and the empty atoms) with
+   that anchor's multiplier 1 has ``0 < N <= N(U)``, so the rule fires on it too and the
+   judge (the rule itself) reports it: the search's ``safe`` is exact whatever the
+   weights. (The same holds under ``sample`` and ``sample_public_weights``, whose ``N`` is
+   the sum of the weights too, and for callers' summaries, whose counts an aggregation
+   adds up: :func:`service.sdc.unions.judge`; there steps 1-4 do not apply, so only
+   groups under frequency rules alone are proven.) A frequency rule that another rule
+   of the set implies (:func:`_implied_frequency`, only when every count is whole) is
+   not searched: an aggregation of whole ``N <= c + 1`` (p%, (p,q)) or ``N <= n``
+   ((n,k)) has all its replicated mass in the slots the measure adds, ``S = X^[1]`` or
+   ``S = T``, positive unless every observation is 0 (the search runs then); steps 1-4
+   prove ``S < 0`` for every aggregation with ``T > 0``, so none has so few
+   contributors.
+
+The bound of steps 1-4 holds whatever the slots are filled with, the margin keeps it
+clear of the rules' ties, and each ``LP_i`` is bounded below by the optimum's row prices
+(a deviation: ``bt^T z = 0``, ``|z_j| <= -e_j`` off ``A``, checked), taken ``(1 - 1e-6)``
+lower, as the screen takes its prices.
 """
 
 SPANNING_ALLOWANCE = """
@@ -1434,9 +1467,11 @@ class _Group:
     def pooled_safe(self) -> bool:
         """Whether the group is proven safe by the bound that holds however an
         aggregation's slots pool fractional replicate weights (:data:`POOLED_PROOF`):
-        ``False`` unless its fractional atoms are all so only for replicate weights
-        (``_Table.pooled``), every slot-form rule proves it, and no frequency rule has an
-        atom below its threshold (kept undecided, FRACTIONAL_WEIGHTS).
+        ``False`` unless every slot-form rule proves it, which needs its fractional atoms
+        all so only for replicate weights (``_Table.pooled``). Frequency rules are not its
+        business: their support search (:meth:`frequency`, run by :meth:`steps` before
+        this is asked) is exact whatever the weights (POOLED_PROOF, step 5), so a group
+        under frequency rules alone is proven by it.
 
         Per slot-form rule ``k``, with ``e_j = S_j + POOLED_MARGIN scale_j`` (``S_j`` the
         atom's measure on its own weighted slots; 0 for an empty atom) and ``A`` the atoms
@@ -1449,7 +1484,9 @@ class _Group:
         (:meth:`_deviation_at_bound`, weak duality), taken ``(1 - 1e-6)`` lower."""
         w = self.w
         table = w.table
-        if not table.pooled[self.pos][table.fractional[self.pos]].all():
+        if any(f is not None for f in w.forms) and not (
+            table.pooled[self.pos][table.fractional[self.pos]].all()
+        ):
             return False
         live = ~self.published & ~self.unknown
         everywhere = np.ones(len(self.atoms), bool)
@@ -1459,8 +1496,8 @@ class _Group:
                 w.why.add("time limit reached")
                 return False
             if form is None:
-                if (live & (count < w.rules[k].n - 1e-9)).any():
-                    return False
+                # Counts do not pool into slots: the support search's verdict (and that
+                # of a rule implying it) holds here (POOLED_PROOF, step 5).
                 continue
             measure = w.measure[k, self.pos]
             if not np.isfinite(measure[live]).any():
