@@ -111,19 +111,7 @@ def _direction(lam) -> frozenset:
 
 def _rank(rows) -> int:
     """Rank by exact Gaussian elimination."""
-    m = [[Fraction(v) for v in r] for r in rows]
-    rank = 0
-    for col in range(len(m[0]) if m else 0):
-        piv = next((i for i in range(rank, len(m)) if m[i][col]), None)
-        if piv is None:
-            continue
-        m[rank], m[piv] = m[piv], m[rank]
-        for i in range(len(m)):
-            if i != rank and m[i][col]:
-                f = m[i][col] / m[rank][col]
-                m[i] = [x - f * y for x, y in zip(m[i], m[rank])]
-        rank += 1
-    return rank
+    return len(_reduced(rows))
 
 
 def grid_cell(i: int, j: int, c: int) -> int:
