@@ -139,11 +139,9 @@ def test_bad_input(client, change, field, cell):
 
 
 def test_negative_values_by_the_shift(client):
-    """Seed 004 section 2.2: protect the table of y = x + M (M = 50 per contributor). Since
-    2026-11-27 the aggregations of such a pattern are not certified (aggregations.
-    SHIFTED_AGGREGATIONS: the check's screen scales each cell's measure on x + M while an
-    aggregation is judged on |multiplier| x + M), so no pattern passes, and the reply says
-    why; hiding every cell fails the same way."""
+    """Seed 004 section 2.2: protect the table of y = x + M (M = 50 per contributor), its
+    aggregations included (aggregations.SHIFT_READING; from 2026-11-27 until 2026-11-28
+    no group of two hidden cells was certified under the shift: `no_safe_pattern`)."""
     b = body()
     b["cells"][0] = {
         "key": ["A", "I"],
@@ -151,9 +149,14 @@ def test_negative_values_by_the_shift(client):
     }  # A,I = 119
     b["rules"]["negative_values"] = {"mode": "shift", "shift": 50}
     reply = client.post("/v1/suppress", json=b).json()
-    assert reply["safe"] is False and reply["solver"]["status"] == "no_safe_pattern"
-    assert "negative values under 'shift'" in reply["solver"]["message"]
-    assert "hiding every cell allowed cannot be certified either" in reply["solver"]["message"]
+    assert reply["safe"], reply["solver"]
+    assert statuses(reply)[("A", "I")] == "primary"
+    # Intervals are on the caller's scale (A,I is 119 + 3 * 50 = 269 on the transformed
+    # one), in the audit as in the cells (until 2026-11-27 the audit's were on the other).
+    cell = next(c for c in reply["audit"]["cells"] if c["key"] == ["A", "I"])
+    assert cell["interval"][0] < 119 < cell["interval"][1]
+    shown = next(c for c in reply["cells"] if c["key"] == ["A", "I"])
+    assert cell["interval"] == pytest.approx(shown["interval"])
 
 
 def test_filter_role_gets_statuses_only(make_client, key_file):
@@ -764,6 +767,27 @@ def test_frequency_rule_under_fractional_weights_certified(client, method):
     audit = client.post("/v1/audit", json=b).json()
     assert audit["verdict"] == "safe", audit["reasons"]
     assert audit["aggregations"]["status"] == "safe"
+
+
+@pytest.mark.parametrize("method", ["fast", "exact"])
+def test_shifted_fractional_weights_certified_by_the_pooled_bound(client, method):
+    """The survey above with every observation 20 lower (some negative) under
+    negative_values shift M = 20: its table of y = x + M is the survey itself (seed 004
+    section 2.2), and an aggregation's observations are |phi| y (aggregations.
+    SHIFT_READING), so the pooled bound proves the same pattern. Until 2026-11-28 the
+    pooled proof was not applied under the shift (the judge read |phi| x + M, no multiple
+    of the cells' slots), nor was any group of two cells certified: `no_safe_pattern`."""
+    b = _realistic_weights_body()
+    for cell in b["cells"]:
+        for o in cell["contributions"]:
+            o["value"] -= 20
+    b["rules"]["negative_values"] = {"mode": "shift", "shift": 20}
+    reply = client.post("/v1/suppress", json=b | {"method": method}).json()
+    assert reply["safe"] is True, reply["solver"]["message"]
+    hidden = sorted(c["key"] for c in reply["cells"] if c["status"] != "published")
+    assert hidden == [["a0", "b0"], ["a0", "b1"], ["a1", "b0"], ["a1", "b1"]]
+    shown = {tuple(c["key"]): c["value"] for c in reply["cells"]}
+    assert shown[("a0", "b0")] == pytest.approx(1.3 * 880 + 2.7 * 0 + 3.1 * -5)
 
 
 @pytest.mark.parametrize("method", ["fast", "exact"])

@@ -368,7 +368,8 @@ def oracle_mip(case: WideCase, suppressed, derived, rule, seconds: float = MIP_S
         for r, v in case.per_cell[a] if case.t.is_leaf[a] else ():
             d[r] += abs(float(v))
         pooled.append(d)
-    pos = [a for a in range(c.shape[1]) if c[:, a].any() and pooled[a]]
+    # Leaves whose contributions are all 0 (a shift's bound) add to no X^r: as if empty.
+    pos = [a for a in range(c.shape[1]) if c[:, a].any() and any(pooled[a].values())]
     if not pos:
         return ("safe", None)
     cat = {a: sum(pooled[a].values()) for a in pos}
@@ -473,6 +474,10 @@ def _float_measure(phi: dict, case: WideCase, rule) -> float:
     if rule[0] == "frequency":
         return float(len(xs))
     total = sum(xs)
+    if total == 0:
+        # No respondent above 0 (contributions at a shift's bound, y = 0): nothing to
+        # protect, as tests.bruteforce.is_sensitive judges it.
+        return -math.inf
     if rule[0] == "dominance":
         return (sum(xs[: rule[1]]) - rule[2] / 100 * total) / total
     c = rule[2] if rule[0] == "p_percent" else rule[3]

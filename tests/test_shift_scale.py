@@ -60,10 +60,7 @@ def test_the_audit_reports_intervals_on_the_published_scale(client):
     r = client.post("/v1/audit", json=body(SHIFT))
     assert r.status_code == 200, r.text
     reply = r.json()
-    # Not certified since 2026-11-27 (aggregations.SHIFTED_AGGREGATIONS); the intervals
-    # are reported all the same.
-    assert reply["verdict"] == "uncertified"
-    assert "under 'shift'" in reply["aggregations"]["message"]
+    assert reply["verdict"] == "safe"
     assert interval(reply, ["a", "1"]) == pytest.approx([-20.0, 210.0])
     assert interval(reply, ["a", "2"]) == pytest.approx([-60.0, 170.0])
     assert interval(reply, ["b", "1"]) == pytest.approx([10.0, 240.0])
@@ -101,20 +98,31 @@ def test_an_upper_bound_is_read_on_the_published_scale(client):
 
 
 def test_suppression_keeps_the_bounds_and_one_scale(client):
-    """Suppression under 'shift' finds no certified pattern since 2026-11-27
-    (aggregations.SHIFTED_AGGREGATIONS); the scale of its intervals is the audit's
-    (test above). The intruder's bound is still read on the published scale: the search
-    ran (no 422)."""
+    """A certified pattern (none from 2026-11-27 until 2026-11-28, when no group of two
+    hidden cells was certified under the shift: aggregations.SHIFT_READING) keeps the
+    intruder's bound and reports on the published scale."""
     b = body(SHIFT, lower_bound=45)
     for c in b["cells"]:
         del c["suppressed"]
     r = client.post("/v1/suppress", json=b)
     assert r.status_code == 200, r.text
     reply = r.json()
-    assert reply["safe"] is False and reply["solver"]["status"] == "no_safe_pattern"
-    assert "under 'shift'" in reply["solver"]["message"]
+    assert reply["safe"] is True and reply["audit"]["verdict"] == "safe"
     shown = {tuple(c["key"]): c for c in reply["cells"]}
     assert shown[("a", "1")]["value"] == 100.0
+    # The cells' intervals and the audit's are the same, on the published scale.
+    for c in reply["audit"]["cells"]:
+        if c["suppressed"]:
+            assert c["interval"] == pytest.approx(shown[tuple(c["key"])]["interval"])
+    lo, hi = shown[("a", "1")]["interval"]
+    assert lo <= 100.0 - 10.0 and hi >= 100.0 + 10.0
+    lo2, _ = shown[("a", "2")]["interval"]
+    assert lo2 >= 45.0  # the intruder's bound
+    # The information loss is in the caller's values too (it was y's: N M more per cell).
+    hidden = [c for c in reply["cells"] if c["status"] != "published"]
+    assert reply["loss"]["value"] == pytest.approx(sum(abs(c["value"]) for c in hidden))
+    everything = sum(abs(c["value"]) for c in reply["cells"])
+    assert reply["loss"]["value_share"] == pytest.approx(reply["loss"]["value"] / everything)
 
 
 def plain(body_):

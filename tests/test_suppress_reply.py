@@ -115,10 +115,8 @@ def test_auditing_the_reply_alone_gives_the_same_intervals(client):
 
 def test_shifted_tables_reply_on_the_original_scale(client):
     """Under negative_values 'shift' (seed 004 section 2.2; M = 50 per contributor) the
-    table is protected in y = x + N M; the reply's values are x's. A,I (three
-    contributors, 155 + 4 - 40 = 119) is 119 + 150 on the shifted scale. No pattern is
-    certified under 'shift' since 2026-11-27 (aggregations.SHIFTED_AGGREGATIONS): the
-    values are still the caller's."""
+    table is protected in y = x + N M; the reply's values and intervals are x's. A,I
+    (three contributors, 155 + 4 - 40 = 119) is 119 + 150 on the shifted scale."""
     b = body()
     b["cells"][0] = {
         "key": ["A", "I"],
@@ -126,11 +124,19 @@ def test_shifted_tables_reply_on_the_original_scale(client):
     }
     b["rules"]["negative_values"] = {"mode": "shift", "shift": 50}
     reply = client.post("/v1/suppress", json=b).json()
-    assert reply["safe"] is False, reply["solver"]
+    assert reply["safe"], reply["solver"]
     cells = by_key(reply)
     assert cells[("A", "I")]["value"] == 119.0
     assert cells[("A", "Total")]["value"] == 119.0 + 380 + 340
     assert cells[("Total", "Total")]["value"] == 2740.0 - 41
+    # The audit's intervals are the cells', on the original scale (until 2026-11-27 they
+    # were on the shifted one: 3 * 50 more on A,I, 4 * 50 on the other leaves).
+    for audited in reply["audit"]["cells"]:
+        k = tuple(audited["key"])
+        lo, hi = audited["interval"]
+        assert cells[k]["interval"] == [lo, hi]
+        assert lo <= cells[k]["value"] <= hi
+    assert cells[("A", "I")]["interval"][0] < 0  # its three contributors are each >= -50
 
 
 @settings(

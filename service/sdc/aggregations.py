@@ -79,6 +79,10 @@ What this module decides, per connected group of suppressed cells and per rule:
   an LP per possibly sensitive atom), else left undecided (:data:`FRACTIONAL_WEIGHTS`).
   Counts do not pool into slots: the frequency rules' search below holds as it is
   (:data:`POOLED_PROOF`, step 5).
+* **Negative values under** ``shift`` (seed 004 strategy 2): an aggregation is one of the
+  table of ``y = x + M``, its contributions ``|phi_j| (x + M)`` (:data:`SHIFT_READING`),
+  so the screen, the MIP and the pooled proof hold on the atoms' shifted respondents
+  as they are.
 * **Frequency rules** (minimum frequency, the threshold rule of count tables) depend on
   the support of ``lambda`` only: an aggregation has at least as many respondents as each
   of its cells, so a sensitive one lies within the cells below the threshold ``Z``.
@@ -636,14 +640,59 @@ FRACTIONAL_WEIGHTS = (
 )
 
 
-#: Why a group of hidden cells under the ``shift`` sign policy is left undecided
-#: (:attr:`_Group.shifted`).
-SHIFTED_AGGREGATIONS = (
-    "negative values under 'shift': an aggregation's contributions are read as "
-    "|multiplier| x + M, which the check's screen and MIP (each cell's measure on x + M, "
-    "scaled by its multiplier) can understate; not certified (use negative_values "
-    "'absolute' or 'relaxed' with secondary suppression)"
-)
+#: How aggregations are read under the ``shift`` sign policy, and why the screen, the MIP
+#: and the pooled proof hold for that reading unchanged.
+SHIFT_READING = """
+Seed 004 strategy 2 (section 2.1) defines disclosure of ``x`` as disclosure of
+``y = x + M``, for users who know that every contribution is ``x >= -M`` and each cell's
+number of contributions ``N``, and section 2.2 protects "the tabulation of the transformed
+variable y" in place of ``x``'s. An aggregation of hidden cells (seed 002 section 3) is
+therefore one of the table of ``y``: ``sum lambda_i Y_i`` with ``Y_i = X_i + N_i M``,
+published exactly when ``sum lambda_i X_i`` is (``M sum lambda_i N_i`` is known), and seed
+002 section 5 judges it on the absolute contributions ``|lambda_i y_i^r| = |lambda_i|
+(x_i^r + M)``, pooled by holding (a holding's ``y`` in a cell is the sum of its
+contributions' ``x + M``, seed 000 Holdings). :func:`service.sdc.unions.judge` reads them
+so (``from_contributions``' ``scale``; summaries' slots are ``y`` already).
+
+Not ``|lambda_i| x_i^r + M`` (the judge's reading until 2026-11-28, whose disagreement with
+the screen left every group of two or more atoms uncertified under ``shift``):
+
+1. Seed 002 (5.1) hides respondent ``t``'s share of an aggregation behind the others'
+   absolute contributions, each the room an intruder's prior leaves on that respondent's
+   term. On the table of ``y`` (``y >= 0``, known within 100% under the p%-rule's reading
+   ``q = 100``, section 5) the term ``lambda y^r`` is known within ``|lambda| y^r =
+   |lambda| (x^r + M)``, and ``lambda x^r`` differs from it by the known ``lambda M``.
+   ``|lambda| x^r + M`` is no such room: it credits a respondent at the bound (``x = -M``,
+   ``y = 0``, known exactly) with ``(1 - |lambda|) M`` it does not have (h61, below), and
+   denies one ``(|lambda| - 1) M`` it has once ``|lambda| > 1``.
+2. Seed 002 section 3: an aggregation is defined up to a constant factor. Under
+   ``|lambda| (x + M)`` every rule's measure is positively homogeneous in ``lambda`` (the
+   same verdict for ``c lambda``); under ``|lambda| x + M`` it is not, and its contributions
+   fall below 0 once ``|lambda| > 1``: the verdict depended on a normalisation.
+3. Seed 002 Theorem 2 (an aggregation of cells the rule calls safe is safe), on which the
+   whole check rests, holds for an aggregation of a table of non-negative contributions,
+   and fails for ``|lambda| x + M``: h61's aggregation below was sensitive by it while
+   none of its cells is.
+4. For one cell (``lambda = 1``) the two agree: the cells' own rules are unchanged.
+
+Proof that the check certifies soundly for this reading: with ``y_j^r >= 0`` the atom
+``j``'s respondents on the shifted scale (:func:`_respondents`: ``x + M`` per contribution,
+pooled by holding; a summary's slots, ``X_j + N_j M`` its total), an aggregation with atom
+multipliers ``phi`` has the absolute contributions ``X^r = sum_j |phi_j| y_j^r`` and the
+total ``T = sum_j |phi_j| Y_j``: an aggregation of a table of non-negative contributions,
+with no term in ``M`` besides those in ``y``. The module's method (seed 002 Theorem 2's
+``d_i <= S_i``, the screen's ``omega`` and ``alone`` bounds, the MIP's slots of
+``|phi_j| y_j^r``) and :data:`POOLED_PROOF` (observations ``|phi_j| y`` of weight ``w``)
+assume nothing else of the contributions, so each bound holds as for positive tables.
+
+A helper's probe (h61) had found ``/v1/audit`` calling ``safe`` a 2x2x2 pattern under the
+(2,60) dominance rule, ``M = 100``, whose aggregation ``a0b0c0 - (a0b1c0 + a1b0c0 -
+a1b1c1) / 2`` the old reading judged on ``2 x 4`` (``x = -98``) and ``-50 + 100 = 50 x 3``,
+measure 13 > 0. The three halves hold respondents at the bound, ``x = -100``: ``y = 0``,
+so the aggregation reads ``2, 2, 2, 2, 0, 0, 0``, top two 4 of 8, measure
+``4 - 1.5 x 4 = -2``: safe, as is a0b0c0 alone (no cell of that table is sensitive);
+``safe`` was right.
+"""
 
 
 #: Relative margin of the pooled proof (:data:`POOLED_PROOF`): each atom's measure is
@@ -804,8 +853,9 @@ def _fractional(source: UnionSource, atoms: np.ndarray) -> tuple[np.ndarray, np.
     observations.
 
     Returns ``(fractional, pooled)``: ``pooled`` marks the atoms flagged only for
-    fractional replicate weights (raw contributions, the sign policy not ``shift``), whose
-    groups :meth:`_Group.pooled_safe` can still prove."""
+    fractional replicate weights (raw contributions, under any sign policy: the shift's
+    too, :data:`SHIFT_READING`), whose groups :meth:`_Group.pooled_safe` can still
+    prove."""
     n = source.cells.n_cells
     out = np.zeros(len(atoms), bool)
     pooled = np.zeros(len(atoms), bool)
@@ -817,10 +867,7 @@ def _fractional(source: UnionSource, atoms: np.ndarray) -> tuple[np.ndarray, np.
             weight = np.asarray(c.weight, dtype=float)
             frac = np.abs(weight - np.round(weight)) > 1e-9 * np.maximum(1.0, weight)
             out |= np.bincount(np.asarray(c.cell)[frac], minlength=n)[atoms] > 0
-            # Under ``shift`` the rules read ``|lambda| x + M``, not ``|lambda| (x + M)``:
-            # an aggregation's slots are then no multiples of its cells' (not proven).
-            if source.ruleset.negative.mode != "shift":
-                pooled = out.copy()
+            pooled = out.copy()
         elif c.weight is not None and c.weights_mode == "sample_public_weights":
             # The screen's slots are ``w x`` (what the intruders subtract) and its first
             # slot stands for the protected ``x_1^s``: an upper bound only where
@@ -1428,13 +1475,10 @@ class _Group:
         """Why a ``safe`` from the screen or the MIP proves nothing for this group, or
         ``None``: their proofs rest on whole respondents, which fractional replicate
         weights are not (:data:`FRACTIONAL_WEIGHTS`, unless the bound that holds for them,
-        :data:`POOLED_PROOF`, proves the group), and on each cell's measure scaling with
-        its multiplier, which the ``shift`` sign policy breaks
-        (:data:`SHIFTED_AGGREGATIONS`)."""
+        :data:`POOLED_PROOF`, proves the group). Under the ``shift`` sign policy they hold
+        as they are (:data:`SHIFT_READING`)."""
         if self.pools_fractions and not self.pooled_safe():
             return FRACTIONAL_WEIGHTS
-        if self.shifted:
-            return SHIFTED_AGGREGATIONS
         return None
 
     @property
@@ -1442,27 +1486,6 @@ class _Group:
         """Whether an aggregation of the group can pool a respondent of fractional mass
         with another atom's (:func:`_fractional`): its safety is then not proven."""
         return len(self.pos) > 1 and bool(self.w.table.fractional[self.pos].any())
-
-    @property
-    def shifted(self) -> bool:
-        """Whether the group's aggregations are read under the ``shift`` sign policy with
-        two or more atoms holding contributions: its safety is then not proven.
-
-        Seed 004 strategy 2 reads a cell's contributions as ``y = x + M``; an aggregation
-        (seed 002 section 5: absolute contributions ``|phi_j| x``) is judged exactly with
-        ``|phi_j| x + M`` (:func:`service.sdc.unions.judge`, ``max |phi| = 1``), while the
-        screen and the MIP scale each cell's measure on ``x + M`` by ``|phi_j|``, which
-        gives a respondent of a cell with ``|phi_j| < 1`` in a top slot only ``|phi_j| M``
-        of its ``M``. A helper's probe (h61, 2026-11-27) found the audit calling safe a
-        2x2x2 pattern with the (2,60) dominance rule and ``M`` = 100 whose aggregation of
-        multipliers 1, 0.5, 0.5, 0.5 reads -98 x 4 and -50 x 3 shifted: measure 13 > 0.
-        Until a bound for that reading is proven, such groups are not certified (the safe
-        reading: what cannot be proven is not safe); a group of one atom is the cell's own
-        rule."""
-        w = self.w
-        if w.source.ruleset.negative.mode != "shift":
-            return False
-        return int((w.resp.count[self.pos] > 0).sum()) > 1
 
     def pooled_safe(self) -> bool:
         """Whether the group is proven safe by the bound that holds however an

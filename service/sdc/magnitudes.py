@@ -224,6 +224,11 @@ def _scatter_ranked(
     return largest
 
 
+def _scaled(value: np.ndarray, scale: np.ndarray | None) -> np.ndarray:
+    """``value`` times an aggregation's multipliers (``from_contributions``' ``scale``)."""
+    return value if scale is None else scale * value
+
+
 def _apply_sign_policy(
     value: np.ndarray, cell: np.ndarray, policy: NegativePolicy, refuse_negative: bool
 ) -> np.ndarray:
@@ -264,6 +269,7 @@ def from_contributions(
     depth: int = 2,
     negative: NegativePolicy = NegativePolicy(),
     refuse_negative: bool = True,
+    scale: np.ndarray | None = None,
 ) -> Magnitudes:
     """Ordered magnitudes of every cell from its raw contributions.
 
@@ -287,6 +293,12 @@ def from_contributions(
     negative : NegativePolicy
     refuse_negative : bool
         Whether the rule set contains a rule for which negative values are meaningless.
+    scale : ndarray of float, shape (u,), optional
+        Each contribution's multiplier ``|lambda_i| > 0`` when the "cells" are
+        aggregations (:func:`service.sdc.unions.judge`): its amount is ``|lambda_i|``
+        times the contribution as the sign policy reads it, ``|lambda_i| (x + M)`` under
+        the shift (seed 002 section 5 on the table of ``y = x + M`` that seed 004 section
+        2.2 protects), the bound ``x >= -M`` checked on ``x`` itself.
 
     Returns
     -------
@@ -305,6 +317,7 @@ def from_contributions(
     cell = np.asarray(cell, dtype=np.int64)
     value = np.asarray(value, dtype=np.float64)
     _check_finite("contributions.value", value, cell)
+    scale = None if scale is None else np.asarray(scale, dtype=np.float64)
     if weight is not None:
         if holding is not None and (np.asarray(holding) >= 0).any():
             raise InputError(
@@ -331,10 +344,10 @@ def from_contributions(
                 cell=int(cell[_first(bad)]),
             )
         return _weighted(
-            n_cells, cell, value, weight, weights_mode, depth, negative, refuse_negative
+            n_cells, cell, value, weight, weights_mode, depth, negative, refuse_negative, scale
         )
     return _in_blocks(
-        n_cells, cell, value, holding, waiver, request, depth, negative, refuse_negative
+        n_cells, cell, value, holding, waiver, request, scale, depth, negative, refuse_negative
     )
 
 
@@ -344,12 +357,12 @@ def from_contributions(
 BLOCK = 1 << 22
 
 
-def _in_blocks(n_cells, cell, value, holding, waiver, request, *rest) -> Magnitudes:
+def _in_blocks(n_cells, cell, value, holding, waiver, request, scale, *rest) -> Magnitudes:
     """:func:`_unweighted` block of cells by block of cells where the contributions are
     in cell order and many: every quantity is per cell, and a cell's contributions are
     read in the same order, so the result is the same to the bit."""
     if cell.size <= BLOCK or not _ascending(cell):
-        return _unweighted(n_cells, cell, value, holding, waiver, request, *rest)
+        return _unweighted(n_cells, cell, value, holding, waiver, request, scale, *rest)
     # Block k: cells [first[k], first[k + 1]), contributions [start[k], start[k + 1]).
     first = np.unique(np.concatenate([[0], cell[BLOCK::BLOCK], [n_cells]]))
     start = np.searchsorted(cell, first)
@@ -365,6 +378,7 @@ def _in_blocks(n_cells, cell, value, holding, waiver, request, *rest) -> Magnitu
                     pick(holding, lo, hi),
                     pick(waiver, lo, hi),
                     pick(request, lo, hi),
+                    pick(scale, lo, hi),
                     *rest,
                 )
             )
@@ -381,12 +395,12 @@ def _in_blocks(n_cells, cell, value, holding, waiver, request, *rest) -> Magnitu
 
 
 def _unweighted(
-    n_cells, cell, value, holding, waiver, request, depth, negative, refuse_negative
+    n_cells, cell, value, holding, waiver, request, scale, depth, negative, refuse_negative
 ) -> Magnitudes:
-    published = np.bincount(cell, weights=value, minlength=n_cells)
+    published = np.bincount(cell, weights=_scaled(value, scale), minlength=n_cells)
     _check_totals(published)
     all_zero = _all_zero(n_cells, cell, value)
-    value = _apply_sign_policy(value, cell, negative, refuse_negative)
+    value = _scaled(_apply_sign_policy(value, cell, negative, refuse_negative), scale)
     # Flags nobody sent stay None (no arrays of False to carry through every step).
     waiver = None if waiver is None or not np.any(waiver) else np.asarray(waiver, bool)
     request = None if request is None or not np.any(request) else np.asarray(request, bool)
@@ -451,7 +465,9 @@ def _unweighted(
     )
 
 
-def _weighted(n_cells, cell, value, weight, mode, depth, negative, refuse_negative) -> Magnitudes:
+def _weighted(
+    n_cells, cell, value, weight, mode, depth, negative, refuse_negative, scale
+) -> Magnitudes:
     """Sampling weights, seed 000 "Sampling weights".
 
     ``replicate``: each observation ``x`` with weight ``w`` stands for ``w`` contributions
@@ -472,10 +488,10 @@ def _weighted(n_cells, cell, value, weight, mode, depth, negative, refuse_negati
 
     ``N`` is the estimated number of population contributors, the sum of the weights.
     """
-    published = np.bincount(cell, weights=weight * value, minlength=n_cells)
+    published = np.bincount(cell, weights=weight * _scaled(value, scale), minlength=n_cells)
     _check_totals(published)
     all_zero = _all_zero(n_cells, cell, value)
-    value = _apply_sign_policy(value, cell, negative, refuse_negative)
+    value = _scaled(_apply_sign_policy(value, cell, negative, refuse_negative), scale)
     if negative.uses_absolute_values:
         value = np.abs(value)
     order = np.lexsort((-value, cell))

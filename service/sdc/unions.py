@@ -33,6 +33,13 @@ distinct: the aggregation's largest contributions are the largest of the members
 by ``|lambda|``), its count the sum of counts. That reading is exact for distinct
 respondents and may understate concentration when a holding spans cells, which a caller
 who knows the holdings avoids by sending contributions.
+
+Under negative values by the shift (seed 004 strategy 2, ``y = x + M``) the table of ``y``
+is protected (seed 004 section 2.2), so an aggregation's absolute contributions are
+``|lambda_i| (x_i^r + M)``, the bound ``x >= -M`` scaled with its contribution, not
+``|lambda_i| x_i^r + M``: the measures stay homogeneous in ``lambda`` (seed 002 section
+3: an aggregation is defined up to a factor), and summaries, whose slots are ``y``
+already, read the same (:data:`service.sdc.aggregations.SHIFT_READING`).
 """
 
 from __future__ import annotations
@@ -256,7 +263,8 @@ def spread(weight: sp.csr_matrix, source: UnionSource):
 
 def _union_of_contributions(weight: sp.csr_matrix, source: UnionSource) -> Magnitudes:
     """Magnitudes of each aggregation from the member cells' raw contributions, as
-    contributions ``|lambda_i| x_i^r`` to one pseudo-cell (seed 002 section 5)."""
+    contributions ``|lambda_i| x_i^r`` to one pseudo-cell (seed 002 section 5); under the
+    shift ``|lambda_i| (x_i^r + M)`` (module docstring)."""
     c, ruleset = source.contributions, source.ruleset
     assert c is not None  # called only for cells with raw contributions
     agg, w, src = spread(weight, source)
@@ -264,7 +272,7 @@ def _union_of_contributions(weight: sp.csr_matrix, source: UnionSource) -> Magni
     return magnitudes.from_contributions(
         weight.shape[0],
         agg,
-        w * np.asarray(c.value)[src],
+        np.asarray(c.value)[src],
         holding=pick(c.holding),
         weight=pick(c.weight),
         waiver=pick(c.waiver),
@@ -273,6 +281,7 @@ def _union_of_contributions(weight: sp.csr_matrix, source: UnionSource) -> Magni
         depth=ruleset.depth,
         negative=ruleset.negative,
         refuse_negative=ruleset.has_concentration_rule,
+        scale=w,
     )
 
 
