@@ -55,6 +55,11 @@ def _sensitivity(*more: bytes) -> bytes:
     return _join(RULES, ONE_CELL, *more)
 
 
+def small() -> tuple[str, bytes]:
+    """A small valid request: how long /healthz waits anyway (the machine's noise)."""
+    return "/v1/sensitivity", _sensitivity()
+
+
 def contributions() -> tuple[str, bytes]:
     cells = [
         {"key": [f"a{i}"], "contributions": [{"value": v + 0.5} for v in range(10)]}
@@ -217,9 +222,15 @@ def trailing_comma() -> tuple[str, bytes]:
     return "/v1/sensitivity", _sensitivity(b'"extra":' + _list([0] * 15_000_000))[:-1] + b",}"
 
 
+def unclosed() -> tuple[str, bytes]:
+    """10,000,000 unknown objects and the body's closing brace missing."""
+    return "/v1/sensitivity", unknown_objects()[1][:-1]
+
+
 BODIES: dict[str, Callable[[], tuple[str, bytes]]] = {
     f.__name__.replace("_", "-"): f
     for f in (
+        small,
         contributions,
         children,
         children_repeat,
@@ -244,6 +255,7 @@ BODIES: dict[str, Callable[[], tuple[str, bytes]]] = {
         area_population,
         respondents,
         trailing_comma,
+        unclosed,
     )
 }
 

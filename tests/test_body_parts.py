@@ -84,9 +84,9 @@ def served_collector():
 
 def same_answer(client, monkeypatch, used, route: str, raw: bytes, in_parts: bool = True):
     """The reply to ``raw`` validated in one call and in parts: equal; the latter's."""
-    monkeypatch.setattr(body_module, "LARGE_BODY_BYTES", 10**12)
+    monkeypatch.setattr(body_module, "PARTS_FROM", 10**12)
     once = post(client, route, raw)
-    monkeypatch.setattr(body_module, "LARGE_BODY_BYTES", 1024)
+    monkeypatch.setattr(body_module, "PARTS_FROM", 1024)
     parts = post(client, route, raw)
     assert used[-1] is in_parts
     assert (parts.status_code, parts.json()) == (once.status_code, once.json())
@@ -239,7 +239,12 @@ def test_non_finite_numbers_name_their_cell(client, monkeypatch, small_parts):
         "after the list",
         "after the body",
         "a trailing comma",
-        "a bracket missing",  # not cut: one call, which parses and stops
+        "a bracket missing",
+        "a bracket missing after a list",
+        "the value closed early, a string open later",
+        "a string open",
+        "a bracket closing nothing",
+        "an array",
     ],
 )
 def test_json_errors_keep_their_line_and_column(client, monkeypatch, small_parts, where):
@@ -259,11 +264,20 @@ def test_json_errors_keep_their_line_and_column(client, monkeypatch, small_parts
     elif where == "a trailing comma":
         at = raw.rindex(b"  }\n ]")
         raw = raw[: at + 3] + b"," + raw[at + 3 :]
-    else:
+    elif where == "a bracket missing":
         raw = raw[: raw.rindex(b"}")]
-    reply = same_answer(
-        client, monkeypatch, small_parts, "/v1/sensitivity", raw, where != "a bracket missing"
-    )
+    elif where == "a bracket missing after a list":
+        raw = orjson.dumps(sensitivity(600))[:-1]
+    elif where == "the value closed early, a string open later":  # found by fuzzing
+        raw = orjson.dumps(sensitivity(600)).replace(b',"cells":', b'},"cells":', 1)
+        raw = raw.replace(b'{"key"', b'{""key"', 1)
+    elif where == "a string open":
+        raw = raw[: raw.rindex(b'"') - 1]
+    elif where == "a bracket closing nothing":
+        raw += b"\n]"
+    else:
+        raw = b"[" + raw + b",]"
+    reply = same_answer(client, monkeypatch, small_parts, "/v1/sensitivity", raw)
     (detail,) = details(reply)
     assert detail["message"].startswith("body is not valid JSON (")
     assert " at line " in detail["message"]
@@ -398,9 +412,9 @@ def test_mutated_bodies_get_the_answer_of_one_call(
             raw[at : at + 1] = text
         else:
             del raw[at : at + len(text) or 1]
-    monkeypatch.setattr(body_module, "LARGE_BODY_BYTES", 10**12)
+    monkeypatch.setattr(body_module, "PARTS_FROM", 10**12)
     once = post(client, "/v1/sensitivity", bytes(raw))
-    monkeypatch.setattr(body_module, "LARGE_BODY_BYTES", 256)
+    monkeypatch.setattr(body_module, "PARTS_FROM", 256)
     parts = post(client, "/v1/sensitivity", bytes(raw))
     assert (parts.status_code, parts.json()) == (once.status_code, once.json()), bytes(raw)
 
@@ -510,6 +524,14 @@ def test_unknown_fields_and_values_of_the_wrong_kind_alike(client, monkeypatch, 
     same_answer(client, monkeypatch, small_parts, "/v1/sensitivity", raw)
 
 
+def test_an_array_for_a_body_alike(client, monkeypatch, small_parts):
+    """A body that is an array: the model's error, whatever the array holds (checked as
+    JSON only)."""
+    raw = b"[" + orjson.dumps(sensitivity(60)) + b"]"
+    reply = same_answer(client, monkeypatch, small_parts, "/v1/sensitivity", raw)
+    assert [d["message"] for d in details(reply)] == ["Input should be an object"]
+
+
 def test_a_cell_is_named_when_only_another_field_is_cut(client, monkeypatch, small_parts):
     """The cells short, an unknown field long: the error of a cell still names its key
     (the fuzzing below found it unnamed)."""
@@ -609,8 +631,8 @@ def test_mutated_tables_get_the_answer_of_one_call(
             raw[at : at + 1] = text
         else:
             del raw[at : at + len(text) or 1]
-    monkeypatch.setattr(body_module, "LARGE_BODY_BYTES", 10**12)
+    monkeypatch.setattr(body_module, "PARTS_FROM", 10**12)
     once = post(client, "/v1/audit", bytes(raw))
-    monkeypatch.setattr(body_module, "LARGE_BODY_BYTES", 256)
+    monkeypatch.setattr(body_module, "PARTS_FROM", 256)
     parts = post(client, "/v1/audit", bytes(raw))
     assert (parts.status_code, parts.json()) == (once.status_code, once.json()), bytes(raw)

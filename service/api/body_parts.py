@@ -1,9 +1,10 @@
 """Large JSON bodies validated a part at a time, with the event loop free in between.
 
 Pydantic validates a body in one call that holds the interpreter lock (seconds for a
-15 MiB ``/v1/sensitivity`` body of 900,000 short contributions; 30 s for 3 MiB of unknown
-``{}``), and a worker thread would hold it just the same: /healthz, /metrics and every
-small request would wait. A body over ``LARGE_BODY_BYTES`` is instead
+15 MiB ``/v1/sensitivity`` body of 900,000 short contributions; 1.8 s for an unknown field
+of 1,000,000 ``{}``, 3 MiB), and a worker thread would hold it just the same: /healthz,
+/metrics and every small request would wait. A body over ``PARTS_FROM`` (64 KiB,
+:mod:`.body`) is instead
 
 1. scanned (:func:`_scan`, numpy, ``SCAN_BYTES`` at a time): where each bracket, comma
    and colon outside strings is, and how deep;
@@ -116,13 +117,20 @@ async def validated(raw: bytes, model: type[M]) -> M | None:
     """``raw`` validated as ``model`` in parts, with the answers of one call (422s
     included); None when it has nothing to cut or is not JSON, for one call to answer."""
     structure = await _scan(raw)
-    if structure is None or structure.char[0] != _BRACE or raw[: structure.pos[0]].strip():
+    if structure is None or structure.char[0] not in _OPEN or raw[: structure.pos[0]].strip():
         return None
-    run = _Run(raw, structure)
     try:
+        if structure.left_open or structure.in_string or structure.stray is not None:
+            await _broken(raw, structure)
+        run = _Run(raw, structure)
         if run.too_deep is not None:  # invalid JSON: its first error
             await run.syntax(0, await run.close(0))
             raise run._too_deep_error()
+        if structure.char[0] == _BRACKET:  # an array: the model's error whatever it holds
+            await run.syntax(0, end := await run.close(0))
+            run.stand_in(
+                model, [(0, int(structure.pos[0]) + 1), (int(structure.pos[end]), len(raw))]
+            )
         result = await run.object(model, 0, await run.close(0), 0, len(raw))
     except _Whole:
         return None
@@ -137,12 +145,52 @@ async def validated(raw: bytes, model: type[M]) -> M | None:
     return result.value
 
 
+async def _broken(raw: bytes, structure: _Structure) -> None:
+    """Raise one call's error for a body whose brackets or strings do not close: the
+    first JSON error before that, found as in a body completed with the missing quote and
+    brackets (at a bracket that closes nothing: cut before it), or what follows the body's
+    value, or the parser's error at the end."""
+    if structure.stray is None and not structure.left_open:  # a string after the value
+        raise _Whole
+    text = raw
+    if structure.stray is None:
+        text += (b' "' if structure.in_string else b"") + b"]" * structure.left_open
+        completed = await _scan(text)
+        if completed is None or completed.left_open or completed.in_string or completed.stray:
+            raise _Whole
+        structure = completed
+    run = _Run(text, structure)
+    end = await run.close(0)
+    try:
+        await run.syntax(0, end)
+    except _JsonError as error:
+        if error.at < len(raw):
+            raise
+    after = (
+        int(structure.pos[end]) + 1,
+        len(raw) if structure.stray is None else structure.stray + 1,
+    )
+    if raw[after[0] : after[1]].strip():  # what follows the value: "trailing characters"
+        value, where = _joined(raw, [b"0", after])
+        try:
+            pydantic_core.from_json(value)
+        except ValueError as error:
+            raise run._parse_error(error, value, where) from None
+    if structure.stray is not None:
+        raise _Whole
+    raise await run.eof_error(len(raw))
+
+
 class _Structure(NamedTuple):
-    """The brackets, commas and colons of a body outside its strings."""
+    """The brackets, commas and colons of a body outside its strings; for a body whose
+    brackets or strings do not close, up to where that is seen."""
 
     pos: np.ndarray  # byte offset
     depth: np.ndarray  # containers around it; a bracket's: around the container it opens
     char: np.ndarray
+    left_open: int = 0  # containers open at the end
+    in_string: bool = False  # a string open at the end
+    stray: int | None = None  # the byte of a bracket that closes nothing (not scanned on)
 
 
 async def _scan(raw: bytes) -> _Structure | None:
@@ -179,15 +227,24 @@ async def _scan(raw: bytes) -> _Structure | None:
         after = np.cumsum(np.where(kind == 2, 0, kind), dtype=np.int64) + depth
         if len(after):
             if after.min() < 0:
-                return None
+                stray = int(np.argmax(after < 0))
+                m = n + stray
+                pos[n:m], depths[n:m], chars[n:m] = (
+                    at[:stray] + lo,
+                    after[:stray] - (kind[:stray] == 1),
+                    piece[at[:stray]],
+                )
+                if not m:
+                    return None
+                return _Structure(pos[:m], depths[:m], chars[:m], stray=int(at[stray]) + lo)
             depth = int(after[-1])
         m = n + len(at)
         pos[n:m], depths[n:m], chars[n:m] = at + lo, after - (kind == 1), piece[at]
         n, lo = m, hi
         await asyncio.sleep(0)
-    if inside or depth or not n:
+    if not n:
         return None
-    return _Structure(pos[:n], depths[:n], chars[:n])
+    return _Structure(pos[:n], depths[:n], chars[:n], left_open=depth, in_string=inside)
 
 
 class _Result(NamedTuple):
@@ -534,7 +591,7 @@ class _Run:
         depth = int(self.s.depth[i]) + 1
         u, k = i, 0
         while u != j:
-            v, count = await self._run_stop(u, j, depth)
+            v, count = await self._run_stop(u, j, depth, kind.part_bytes)
             lo, hi, last = int(pos[u]) + 1, int(pos[v]), v == j
             if len(errors) > MAX_ERRORS:
                 # Past MAX_ERRORS a 422 lists no more, but one call would report a syntax
@@ -570,18 +627,20 @@ class _Run:
             return _Result(None, errors, None)
         return kind.whole(values, first)
 
-    def _run_end(self, starts: np.ndarray, ends: np.ndarray, k: int, stop: int) -> int:
-        """The end of the run of members from ``k`` that fits in ``PART_BYTES`` (one at
+    def _run_end(self, starts: np.ndarray, ends: np.ndarray, k: int, stop: int, size: int) -> int:
+        """The end of the run of members from ``k`` that fits in ``size`` bytes (one at
         least), before ``stop``."""
-        m = int(np.searchsorted(ends, starts[k] + PART_BYTES, side="right"))
+        m = int(np.searchsorted(ends, starts[k] + size, side="right"))
         return min(max(m, k + 1), stop)
 
-    async def _run_stop(self, u: int, b: int, depth: int) -> tuple[int, int]:
+    async def _run_stop(
+        self, u: int, b: int, depth: int, size: int | None = None
+    ) -> tuple[int, int]:
         """The comma (at ``depth``) or ``b`` that ends the run of items from the
-        separator ``u`` that fits in ``PART_BYTES`` (one item at least), and how many
-        items the run has. Only the structure within the run is looked at."""
+        separator ``u`` that fits in ``size`` bytes (``PART_BYTES``; one item at least),
+        and how many items the run has. Only the structure within the run is looked at."""
         s = self.s
-        limit = int(s.pos[u]) + PART_BYTES
+        limit = int(s.pos[u]) + (size or PART_BYTES)
         if s.pos[b] <= limit:
             hi = b
         else:
@@ -658,6 +717,7 @@ class _Run:
             return _Result(None, [_too_long("Dictionary", most, None)], None)
         starts, ends = await self._at(members.starts) + 1, await self._at(members.ends)
         large = np.flatnonzero(ends - starts > PART_BYTES)
+        size = kind.part_bytes
         value: dict = {}
         errors: list[dict] = []
         first: tuple | None = None
@@ -666,14 +726,14 @@ class _Run:
             at = int(np.searchsorted(large, k))
             next_large = int(large[at]) if at < len(large) else n
             if len(errors) > MAX_ERRORS:
-                m = k + 1 if next_large == k else self._run_end(starts, ends, k, next_large)
+                m = k + 1 if next_large == k else self._run_end(starts, ends, k, next_large, size)
                 await self._syntax(int(members.starts[k]), int(members.ends[m - 1]), array=False)
                 part = _Result({}, [], None)
             elif next_large == k:
                 m = k + 1
                 part = await self._member(kind, members, k)
             else:
-                m = self._run_end(starts, ends, k, next_large)
+                m = self._run_end(starts, ends, k, next_large, size)
                 span = (int(starts[k]), int(ends[m - 1]))
                 part = self._dict_part(kind, [b"{", span, b"}"], kind.parts)
             errors += part.errors
@@ -807,12 +867,69 @@ class _Run:
         try:
             pydantic_core.from_json(text)
         except ValueError as error:
-            said = str(error)  # the words validation would say (its ctx "error")
-            invalid = {"type": "json_invalid", "loc": (), "msg": f"Invalid JSON: {said}"}
-            found = self._json_error(dict(invalid, ctx={"error": said}), text, where)
-            raise found from None
+            raise self._parse_error(error, text, where) from None
         if self.too_deep is not None and s.pos[a] < self.too_deep < s.pos[b]:
             raise self._too_deep_error()  # deeper in the body than in the text
+
+    def _parse_error(self, error: ValueError, text: bytes, where) -> _JsonError:
+        """One call's error for the parser's ``error`` in ``text``."""
+        said = str(error)  # the words validation would say (its ctx "error")
+        invalid = {"type": "json_invalid", "loc": (), "msg": f"Invalid JSON: {said}"}
+        return self._json_error(dict(invalid, ctx={"error": said}), text, where)
+
+    async def eof_error(self, end: int) -> _JsonError:
+        """The parser's error at byte ``end`` (the end of the body, this run's text
+        completed after it): what it says of the innermost container still open there,
+        found by parsing that container's last member or item alone."""
+        s = self.s
+        closer = int(np.searchsorted(s.pos, s.pos.dtype.type(end)))
+        if closer >= len(s.pos):
+            raise _Whole
+        opener = await self._back(closer, lambda char, depth: depth == s.depth[closer])
+        inner = int(s.depth[closer]) + 1
+        after = await self._back(
+            closer, lambda char, depth: (depth == inner) & ((char == _COMMA) | (char == _COLON))
+        )
+        u = max(opener, after)
+        array = s.char[opener] == _BRACKET
+        heads = {_COLON: b'{""', _COMMA: b"[0" if array else b'{"":0'}
+        pieces: list[tuple[int, int] | bytes] = [heads.get(int(s.char[u]), b"")]
+        at = int(s.pos[u])
+        if u + 1 < closer and s.char[u + 1] in _OPEN:  # a value that closed: "[]" or "{}"
+            shut = await self.close(u + 1)
+            pieces.append((at, int(s.pos[u + 1]) + 1))
+            at = int(s.pos[shut])
+        text, where = _joined(self.raw, [*pieces, (at, end)])
+        try:
+            pydantic_core.from_json(text)
+        except ValueError as error:
+            return self._parse_error(error, text, where)
+        raise _Whole
+
+    async def _back(self, i: int, test) -> int:
+        """The last index before ``i`` whose character and depth pass ``test``, looked
+        for backwards ``_WINDOW`` entries at a time."""
+        s = self.s
+        for hi in range(i, 0, -_WINDOW):
+            lo = max(hi - _WINDOW, 0)
+            hits = np.flatnonzero(test(s.char[lo:hi], s.depth[lo:hi]))
+            if len(hits):
+                return lo + int(hits[-1])
+            await asyncio.sleep(0)
+        return -1
+
+    def stand_in(self, model: type[BaseModel], pieces: list[tuple[int, int]]) -> None:
+        """Raise the errors of the text of ``pieces`` (the body with a stand-in value)
+        as ``model``."""
+        text, where = _joined(self.raw, list(pieces))
+        try:
+            model.model_validate_json(text)
+        except ValidationError as error:
+            found = _errors(error)
+            if found[0]["type"] == "json_invalid":
+                raise self._json_error(found[0], text, where) from None
+            raise RequestValidationError(found) from None
+        raise _Whole
 
     def _too_deep_error(self) -> _JsonError:
         """The parser's error at the first bracket nested too deep."""
@@ -965,6 +1082,12 @@ class _Kind:
     @cached_property
     def items(self) -> _Kind:
         return _Kind(self.item, self.config)
+
+    @property
+    def part_bytes(self) -> int:
+        """Bytes of JSON validated in one call: a quarter of ``PART_BYTES`` for plain
+        values (a part of them may be as many errors, each slow to list)."""
+        return PART_BYTES if self.items.accepts else PART_BYTES // 4
 
     @cached_property
     def parts(self) -> TypeAdapter:
