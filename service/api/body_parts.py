@@ -363,18 +363,18 @@ class _Run:
                 await asyncio.sleep(0)
         return np.concatenate(found) if found else np.zeros(0, np.int64)
 
-    def _spans(self, i: int, j: int) -> bool:
+    async def _spans(self, i: int, j: int) -> bool:
         """Whether the brackets at ``i`` and ``j`` open and close one container with only
         whitespace around it, up to the neighbouring separators."""
         s, raw = self.s, self.raw
-        return (
-            i < j
-            and s.char[i] in _OPEN
-            and s.char[j] == s.char[i] + 2  # "[" 91 "]" 93, "{" 123 "}" 125
-            and bool((s.depth[i + 1 : j] > s.depth[i]).all())
-            and not raw[s.pos[i - 1] + 1 : s.pos[i]].strip()
-            and not raw[s.pos[j] + 1 : s.pos[j + 1]].strip()
-        )
+        if not (i < j and s.char[i] in _OPEN and s.char[j] == s.char[i] + 2):
+            return False  # "[" 91 "]" 93, "{" 123 "}" 125
+        if raw[s.pos[i - 1] + 1 : s.pos[i]].strip() or raw[s.pos[j] + 1 : s.pos[j + 1]].strip():
+            return False
+        try:
+            return await self.close(i) == j
+        except _Whole:
+            return False
 
     def _separators(self, i: int, j: int, colons: bool) -> np.ndarray:
         """The indices of the commas (and the ``colons``) of the container opened at
@@ -486,13 +486,19 @@ class _Run:
             dropped_from = n + 1
             key = keys[n]
             found: Any = None
-            if i == 0 and self.s.char[colon + 1] == _BRACKET and self._spans(colon + 1, end - 1):
+            if (
+                i == 0
+                and self.s.char[colon + 1] == _BRACKET
+                and await self._spans(colon + 1, end - 1)
+            ):
                 self.items[key] = (colon + 1, end - 1)  # for error replies to read
             if key not in kinds:
                 found = _StandIn(b"null")
                 if json_error is None:
                     json_error = await self._checked_value(colon, end)
-            elif self._spans(colon + 1, end - 1) and self._size(colon + 1, end - 1) > PART_BYTES:
+            elif self._size(colon + 1, end - 1) > PART_BYTES and await self._spans(
+                colon + 1, end - 1
+            ):
                 if json_error is None:
                     try:
                         found = await self.value(
@@ -600,7 +606,7 @@ class _Run:
                 part = _Result([], [], None)
             elif count == 1 and hi - lo > PART_BYTES:
                 found = None
-                if self._spans(u + 1, v - 1):
+                if await self._spans(u + 1, v - 1):
                     found = await self.value(kind.items, u + 1, v - 1, lo, hi)
                 if found is None:
                     part = self._part(kind, [(lo, hi)], last)
@@ -757,7 +763,7 @@ class _Run:
         start, colon, end = (int(x[k]) for x in members[1:4])
         key_span = (int(pos[start]) + 1, int(pos[colon]) + 1)
         found = None
-        if self._spans(colon + 1, end - 1):
+        if await self._spans(colon + 1, end - 1):
             found = await self.value(
                 kind.items, colon + 1, end - 1, int(pos[colon]) + 1, int(pos[end])
             )
