@@ -47,6 +47,7 @@ kind of body holds the event loop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import types
@@ -139,9 +140,9 @@ async def validated(raw: bytes, model: type[M]) -> M | None:
     if result is None:
         return None
     if result.errors:
-        raise RequestValidationError(result.errors, body=run.items_body())
+        raise RequestValidationError(result.errors, body=await run.items_body(result.errors))
     if result.repeat is not None:
-        refuse(result.repeat, run.items_body())
+        refuse(result.repeat, await run.items_body([{"loc": result.repeat}]))
     return result.value
 
 
@@ -375,15 +376,6 @@ class _Run:
             return await self.close(i) == j
         except _Whole:
             return False
-
-    def _separators(self, i: int, j: int, colons: bool) -> np.ndarray:
-        """The indices of the commas (and the ``colons``) of the container opened at
-        ``i`` and closed at ``j``."""
-        depth, char = self.s.depth[i + 1 : j], self.s.char[i + 1 : j]
-        found = char == _COMMA
-        if colons:
-            found |= char == _COLON
-        return np.flatnonzero(found & (depth == self.s.depth[i] + 1)) + i + 1
 
     def _size(self, a: int, b: int) -> int:
         """Bytes between the structure's indices ``a`` and ``b``."""
@@ -973,10 +965,60 @@ class _Run:
             dict(error, msg=error["msg"].replace(message, said), ctx={"error": said}),
         )
 
-    def items_body(self) -> dict:
-        """The body as error replies read it (``cells``: a cell's ``key``), parsed only
-        where they look."""
-        return {name: _Items(self, brackets) for name, brackets in self.items.items()}
+    async def items_body(self, errors: list[dict]) -> dict:
+        """The body as error replies read it: of each top-level list (``cells``), the
+        items that the first ``MAX_ERRORS`` ``errors`` are in, by index (a large one: its
+        ``key`` only), found a window of the scan at a time. The standard library's
+        parser, as for the whole body: it reads the NaN and Infinity that an error is
+        about."""
+        wanted: dict[str, set[int]] = {}
+        for error in errors[:MAX_ERRORS]:
+            loc = error["loc"]
+            if len(loc) > 1 and loc[0] in self.items and isinstance(loc[1], int):
+                wanted.setdefault(loc[0], set()).add(loc[1])
+        body: dict[str, dict[int, Any]] = {}
+        for name, indices in wanted.items():
+            body[name] = {}
+            for k, (a, b) in (await self._items_at(*self.items[name], indices)).items():
+                with contextlib.suppress(ValueError, RecursionError, KeyError):
+                    body[name][k] = await self._item(a, b)
+        return body
+
+    async def _items_at(self, i: int, j: int, indices: set[int]) -> dict[int, tuple[int, int]]:
+        """The separators around each item of ``indices`` of the array at ``i``..``j``."""
+        s, depth, found = self.s, self.s.depth[i] + 1, {}
+        wanted, before, last = sorted(indices), 0, i  # commas before the window; the last
+        for lo in range(i + 1, j + 1, _WINDOW):
+            hi = min(lo + _WINDOW, j + 1)
+            commas = np.flatnonzero((s.char[lo:hi] == _COMMA) & (s.depth[lo:hi] == depth)) + lo
+            edges = np.concatenate(([last], commas, [j] if hi == j + 1 else []))
+            while wanted and wanted[0] - before + 1 < len(edges):
+                k = wanted.pop(0)
+                found[k] = (int(edges[k - before]), int(edges[k - before + 1]))
+            before, last = before + len(commas), int(commas[-1]) if len(commas) else last
+            if not wanted:
+                break
+            await asyncio.sleep(0)
+        return found
+
+    async def _item(self, a: int, b: int) -> Any:
+        """The item between the separators ``a`` and ``b``: parsed, or over
+        ``PART_BYTES`` its ``key`` only (Pydantic reads a key's last value)."""
+        pos, raw = self.s.pos, self.raw
+        if pos[b] - pos[a] <= PART_BYTES:
+            return json.loads(raw[pos[a] + 1 : pos[b]])
+        i, j = a + 1, b - 1
+        if self.s.char[i] != _BRACE:
+            raise KeyError(a)
+        separators = (await self._bounds(i, j, colons=True)).tolist()
+        for n in range(len(separators) - 2, 0, -1):
+            colon = separators[n]
+            key = raw[pos[separators[n - 1]] + 1 : pos[colon]].strip()
+            if self.s.char[colon] == _COLON and (
+                key == b'"key"' or b"\\" in key and json.loads(key) == "key"
+            ):
+                return {"key": json.loads(raw[pos[colon] + 1 : pos[separators[n + 1]]])}
+        raise KeyError(a)
 
 
 def _first_repeat(keys: list[str], lo: int) -> int:
@@ -994,46 +1036,6 @@ def _too_long(field_type: str, most: int, actual: int | None) -> dict:
     ctx = {"field_type": field_type, "max_length": most, "actual_length": actual}
     message = PydanticKnownError("too_long", ctx).message()
     return {"type": "too_long", "loc": (), "msg": message, "ctx": ctx}
-
-
-class _Items:
-    """A top-level list of the body: item ``k`` parsed when asked for (its ``key`` only,
-    for an item over ``PART_BYTES``). The standard library's parser, as for the whole
-    body: it reads the NaN and Infinity that an error is about."""
-
-    def __init__(self, run: _Run, brackets: tuple[int, int]):
-        self.run, self.brackets = run, brackets
-
-    @cached_property
-    def bounds(self) -> np.ndarray:
-        i, j = self.brackets
-        return np.concatenate(([i], self.run._separators(i, j, colons=False), [j]))
-
-    def __getitem__(self, k: int) -> Any:
-        run, bounds, pos = self.run, self.bounds, self.run.s.pos
-        if not 0 <= k < len(bounds) - 1:
-            raise IndexError(k)
-        lo, hi = int(pos[bounds[k]]) + 1, int(pos[bounds[k + 1]])
-        try:
-            if hi - lo <= PART_BYTES:
-                return json.loads(run.raw[lo:hi])
-            i, j = int(bounds[k]) + 1, int(bounds[k + 1]) - 1
-            if run.s.char[i] != _BRACE:
-                raise KeyError(k)
-            separators = [i, *run._separators(i, j, colons=True).tolist(), j]
-            for n in range(len(separators) - 2, 0, -1):  # Pydantic reads a key's last value
-                colon = separators[n]
-                key = run.raw[pos[separators[n - 1]] + 1 : pos[colon]].strip()
-                if (
-                    run.s.char[colon] != _COLON
-                    or key != b'"key"'
-                    and (b"\\" not in key or json.loads(key) != "key")
-                ):
-                    continue
-                return {"key": json.loads(run.raw[pos[colon] + 1 : pos[separators[n + 1]]])}
-            raise KeyError(k)
-        except (ValueError, RecursionError):
-            raise KeyError(k) from None
 
 
 def _joined(raw: bytes, pieces: list[tuple[int, int] | bytes]):
