@@ -636,3 +636,17 @@ def test_mutated_tables_get_the_answer_of_one_call(
     monkeypatch.setattr(body_module, "PARTS_FROM", 256)
     parts = post(client, "/v1/audit", bytes(raw))
     assert (parts.status_code, parts.json()) == (once.status_code, once.json()), bytes(raw)
+
+
+@pytest.mark.parametrize("levels", [196, 197, 198])
+def test_the_parsers_recursion_limit_inside_a_cell(client, monkeypatch, small_parts, levels):
+    """A value nested near the parser's limit inside a cell: a part's text is shallower
+    than the body (the cell's list is its outer array), so the parts once validated a
+    value that one call refuses as too deep (a different 422)."""
+    body = sensitivity(200)
+    value: object = 1.5
+    for _ in range(levels):
+        value = [value]
+    body["cells"][150]["contributions"][0]["value"] = value
+    reply = same_answer(client, monkeypatch, small_parts, "/v1/sensitivity", orjson.dumps(body))
+    assert len(details(reply)) == 1
