@@ -413,10 +413,11 @@ class _Run:
                 return None
             keys += read
             if repeat is None:
-                before = len(seen)
-                seen.update(read)
-                if len(seen) - before < len(read):  # a key of this run was seen before
-                    repeat = lo + _first_repeat(keys, lo)
+                for n, key in enumerate(read):
+                    if key in seen:
+                        repeat = lo + n
+                        break
+                    seen.add(key)
             await asyncio.sleep(0)
         return _Members(keys, starts, colons, ends, repeat)
 
@@ -1019,16 +1020,6 @@ class _Run:
             ):
                 return {"key": json.loads(raw[pos[colon] + 1 : pos[separators[n + 1]]])}
         raise KeyError(a)
-
-
-def _first_repeat(keys: list[str], lo: int) -> int:
-    """The index (from ``lo``) of the first key of ``keys[lo:]`` seen before."""
-    seen = set(keys[:lo])
-    for n, key in enumerate(keys[lo:]):
-        if key in seen:
-            return n
-        seen.add(key)
-    raise AssertionError("no key repeated")
 
 
 def _too_long(field_type: str, most: int, actual: int | None) -> dict:
