@@ -21,6 +21,7 @@ from schemas.sensitivity import SensitivityRequest
 from service import collector
 from service.api import body as body_module
 from service.api import body_parts
+from service.api.errors import MAX_ERRORS
 from service.app import create_app
 from service.config import Settings
 
@@ -85,6 +86,7 @@ def served_collector():
 def same_answer(client, monkeypatch, used, route: str, raw: bytes, in_parts: bool = True):
     """The reply to ``raw`` validated in one call and in parts: equal; the latter's."""
     monkeypatch.setattr(body_module, "LARGE_BODY_BYTES", 10**12)
+    monkeypatch.setattr(body_module, "PARTS_FROM", 10**12)
     once = post(client, route, raw)
     monkeypatch.setattr(body_module, "LARGE_BODY_BYTES", 1024)
     parts = post(client, route, raw)
@@ -239,7 +241,12 @@ def test_non_finite_numbers_name_their_cell(client, monkeypatch, small_parts):
         "after the list",
         "after the body",
         "a trailing comma",
-        "a bracket missing",  # not cut: one call, which parses and stops
+        "a bracket missing",
+        "a bracket missing after a list",
+        "the value closed early, a string open later",
+        "a string open",
+        "a bracket closing nothing",
+        "an array",
     ],
 )
 def test_json_errors_keep_their_line_and_column(client, monkeypatch, small_parts, where):
@@ -259,11 +266,20 @@ def test_json_errors_keep_their_line_and_column(client, monkeypatch, small_parts
     elif where == "a trailing comma":
         at = raw.rindex(b"  }\n ]")
         raw = raw[: at + 3] + b"," + raw[at + 3 :]
-    else:
+    elif where == "a bracket missing":
         raw = raw[: raw.rindex(b"}")]
-    reply = same_answer(
-        client, monkeypatch, small_parts, "/v1/sensitivity", raw, where != "a bracket missing"
-    )
+    elif where == "a bracket missing after a list":
+        raw = orjson.dumps(sensitivity(600))[:-1]
+    elif where == "the value closed early, a string open later":  # found by fuzzing
+        raw = orjson.dumps(sensitivity(600)).replace(b',"cells":', b'},"cells":', 1)
+        raw = raw.replace(b'{"key"', b'{""key"', 1)
+    elif where == "a string open":
+        raw = raw[: raw.rindex(b'"') - 1]
+    elif where == "a bracket closing nothing":
+        raw += b"\n]"
+    else:
+        raw = b"[" + raw + b",]"
+    reply = same_answer(client, monkeypatch, small_parts, "/v1/sensitivity", raw)
     (detail,) = details(reply)
     assert detail["message"].startswith("body is not valid JSON (")
     assert " at line " in detail["message"]
@@ -399,6 +415,7 @@ def test_mutated_bodies_get_the_answer_of_one_call(
         else:
             del raw[at : at + len(text) or 1]
     monkeypatch.setattr(body_module, "LARGE_BODY_BYTES", 10**12)
+    monkeypatch.setattr(body_module, "PARTS_FROM", 10**12)
     once = post(client, "/v1/sensitivity", bytes(raw))
     monkeypatch.setattr(body_module, "LARGE_BODY_BYTES", 256)
     parts = post(client, "/v1/sensitivity", bytes(raw))
@@ -418,7 +435,7 @@ def test_a_422_lists_the_first_errors_only(client, monkeypatch, small_parts):
     (61 MiB; 2026-11-27): now the first MAX_ERRORS in the body's order and one entry
     saying there are more, the same in parts (which stop validating there and only parse
     the rest, so that a later syntax error is still the one reported, as in one call)."""
-    from service.api.errors import MAX_ERRORS, MORE_ERRORS
+    from service.api.errors import MORE_ERRORS
 
     body = sensitivity(400, 1)
     for cell in body["cells"]:
@@ -430,3 +447,228 @@ def test_a_422_lists_the_first_errors_only(client, monkeypatch, small_parts):
     broken = raw[:-2] + b",]}"  # a syntax error at the end: a trailing comma
     detail = details(same_answer(client, monkeypatch, small_parts, "/v1/sensitivity", broken))
     assert len(detail) == 1 and "not valid JSON" in detail[0]["message"]
+
+
+def audit_body(parents: int, **more) -> dict:
+    """An audit whose first dimension is a hierarchy of ``parents`` parents with two
+    leaves each (codes with quotes, colons and escapes), and cells on two of its leaves."""
+    children = {"Total": [f"p:{i}" for i in range(parents)]}
+    children |= {f"p:{i}": [ODD_CODES[i % 7] + f"{i}a", f"{i}b"] for i in range(parents)}
+    structure = {
+        "dimensions": [
+            {"name": "x", "children": children},
+            {"name": "y", "leaves": ["A", "B"]},
+        ]
+    }
+    cells = [
+        {"key": [leaf, y], "value": 10.0 + n}
+        for n, (leaf, y) in enumerate([(children["p:0"][0], "A"), ("0b", "B")])
+    ]
+    return {"structure": structure, "rules": RULES, "cells": cells, **more}
+
+
+def odd(raw: bytes, old: bytes, new: bytes, after: bytes = b"") -> bytes:
+    """``raw`` with the first ``old`` after ``after`` replaced by ``new``."""
+    at = raw.index(old, raw.index(after) if after else 0)
+    return raw[:at] + new + raw[at + len(old) :]
+
+
+GOOD_AUDIT = orjson.dumps(audit_body(300))
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        GOOD_AUDIT,  # a hierarchy cut into parts, served
+        odd(GOOD_AUDIT, b'"250b"', b"250", b'"p:250":'),  # a number for a code
+        odd(GOOD_AUDIT, b'"250b"', b'"' + b"c" * 300 + b'"', b'"p:250":'),  # too long
+        odd(GOOD_AUDIT, b'"p:250":', b'"' + b"p" * 300 + b'":'),  # a key too long
+        odd(GOOD_AUDIT, b'"p:250":', b'"p:3":'),  # a parent given twice, parts apart
+        odd(GOOD_AUDIT, b'"p:4":', b'"p:3":'),  # given twice in one part
+        odd(GOOD_AUDIT, b'"250b"]', b'"250b",]', b'"p:250":'),  # a trailing comma
+        odd(GOOD_AUDIT, b'"p:250":', b'"p:250"'),  # a colon missing
+        odd(GOOD_AUDIT, b'"p:250":', b"1:"),  # a key that is not a string
+        GOOD_AUDIT.replace(b'"leaves":["A","B"]', b'"leaves":' + orjson.dumps(["A"] * 2000)),
+        GOOD_AUDIT.replace(b'"Total":[', b'"Total":[' + b"1," * 1500),  # past MAX_ERRORS
+        GOOD_AUDIT.replace(b'"Total":[', b'"Total":[' + b'{"a":' * 150 + b"1" + b"}" * 150 + b","),
+    ],
+)
+def test_mappings_and_lists_of_codes_alike(client, monkeypatch, small_parts, raw):
+    """A hierarchy (a mapping of codes to lists of codes) and a dimension's leaves cut
+    into parts: every error of one call, in its order, a key given twice across parts,
+    JSON errors in a key, and values of the wrong kind (their errors do not depend on
+    what they hold: validated as ``{}``)."""
+    same_answer(client, monkeypatch, small_parts, "/v1/audit", raw)
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        b'"extra":' + orjson.dumps([{"a": [i, {}]} for i in range(2000)]),
+        b'"extra":' + orjson.dumps({f"k{i}": i for i in range(2000)}),
+        b",".join(b'"k%d":%d' % (i % 150, i) for i in range(3000)),  # keys given twice too
+        b'"profile":' + orjson.dumps({f"k{i}": i for i in range(2000)}),  # a wrong kind
+        b'"rules":' + orjson.dumps(list(range(3000))),
+        b'"rules":[' + orjson.dumps(list(range(3000))) + b"]",
+        b'"extra":' + orjson.dumps(list(range(3000)))[:-1] + b",]",  # a trailing comma
+        b'"extra":' + orjson.dumps(list(range(3000))).replace(b"2999", b"2999 1"),
+        b'"extra":' + orjson.dumps(list(range(3000))) + b" 1",
+        b'"extra":' + b"[" * 199 + orjson.dumps(list(range(3000))) + b"]" * 199,  # 201 deep
+        b'"extra":' + b"[" * 200 + orjson.dumps(list(range(3000))) + b"]" * 200,  # too deep
+        b'"extra":[' + b"1" * 5000 + b"]",  # a number out of range
+    ],
+)
+def test_unknown_fields_and_values_of_the_wrong_kind_alike(client, monkeypatch, small_parts, extra):
+    """An unknown field is refused whatever its value (only checked as JSON), many
+    unknown keys are refused as one call refuses them (each once, the first
+    ``MAX_ERRORS``), and a value of the wrong kind gets its error; JSON errors in them,
+    the parser's recursion limit included, as one call places them."""
+    raw = orjson.dumps(sensitivity(60))[:-1] + b"," + extra + b"}"
+    same_answer(client, monkeypatch, small_parts, "/v1/sensitivity", raw)
+
+
+def test_an_array_for_a_body_alike(client, monkeypatch, small_parts):
+    """A body that is an array: the model's error, whatever the array holds (checked as
+    JSON only)."""
+    raw = b"[" + orjson.dumps(sensitivity(60)) + b"]"
+    reply = same_answer(client, monkeypatch, small_parts, "/v1/sensitivity", raw)
+    assert [d["message"] for d in details(reply)] == ["Input should be an object"]
+
+
+def test_a_cell_is_named_when_only_another_field_is_cut(client, monkeypatch, small_parts):
+    """The cells short, an unknown field long: the error of a cell still names its key
+    (the fuzzing below found it unnamed)."""
+    body = sensitivity(5)
+    body["cells"][3]["colour"] = "red"
+    body["zz"] = list(range(3000))
+    reply = same_answer(client, monkeypatch, small_parts, "/v1/sensitivity", orjson.dumps(body))
+    assert [(d["field"], d["cell"], d["key"]) for d in details(reply)] == [
+        ("colour", 3, ['q\\"3', "r"]),
+        ("zz", None, None),
+    ]
+
+
+def test_an_unknown_field_of_a_cell_alike(client, monkeypatch, small_parts):
+    body = sensitivity(60)
+    body["cells"][7]["zz"] = [{"a": i} for i in range(3000)]
+    reply = same_answer(client, monkeypatch, small_parts, "/v1/sensitivity", orjson.dumps(body))
+    assert [(d["field"], d["cell"]) for d in details(reply)] == [("zz", 7)]
+
+
+def test_a_hierarchy_of_areas_and_microdata_alike(client, monkeypatch, small_parts):
+    codes = [f"c{i}" for i in range(3000)]
+    body = {
+        "dimensions": [
+            {
+                "name": "x",
+                "codes": codes,
+                "hierarchy": [{c: f"a{i % 9}" for i, c in enumerate(codes)}],
+            },
+            {"name": "y", "codes": ["A"]},
+        ],
+        "keys": ["x"],
+        "targets": ["y"],
+        "cells": [{"key": ["c1", "A"], "count": 4}],
+        "rules": {"extended": {}},
+    }
+    route = "/v1/frequency/sensitivity"
+    assert (
+        same_answer(client, monkeypatch, small_parts, route, orjson.dumps(body)).status_code == 200
+    )
+    body["dimensions"][0]["hierarchy"][0]["c2000"] = 5
+    same_answer(client, monkeypatch, small_parts, route, orjson.dumps(body))
+    cell = {"key": ["a"], "microdata": {"value": [1.5] * 3000, "weight": [1.0] * 2999 + [0.0]}}
+    policy = {"rules": RULES, "filter": {"statistical": {"approach": "refuse"}}}
+    body = {"policy": policy, "query": {"variables": ["a"]}, "cells": [cell]}
+    same_answer(client, monkeypatch, small_parts, "/v1/filter", orjson.dumps(body))
+    cell["microdata"] = {"value": ["1"] * 3000}
+    same_answer(client, monkeypatch, small_parts, "/v1/filter", orjson.dumps(body))
+
+
+TABLE_EDITS = [*EDITS, b'"zz":[1,{"a":[]}],', b'"a":1,', b"[" * 8, b"]" * 8, b"null", b"1e999"]
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    parents=st.integers(2, 30),
+    extra=st.sampled_from(["none", "unknown", "keys", "profile", "deep"]),
+    edits=st.lists(
+        st.tuples(
+            st.floats(0, 1, exclude_max=True), st.integers(0, 2), st.sampled_from(TABLE_EDITS)
+        ),
+        max_size=3,
+    ),
+)
+def test_mutated_tables_get_the_answer_of_one_call(
+    client, monkeypatch, small_parts, parents, extra, edits
+):
+    """Fuzzing the cuts of mappings, lists of codes and unknown fields: an audit whose
+    hierarchy (odd codes) is cut into parts of 256 bytes, with an unknown field holding
+    arrays and objects, many unknown keys, an object where the profile's name belongs,
+    or values nested near the parser's recursion limit; then up to three edits anywhere
+    (structural characters, escapes, members, brackets). The reply is the one-call reply,
+    status and body."""
+    monkeypatch.setattr(body_parts, "PART_BYTES", 256)
+    monkeypatch.setattr(body_parts, "SCAN_BYTES", 512)
+    body = audit_body(parents)
+    if extra == "unknown":
+        body["zz"] = [{"a": [i, "b:c"]} for i in range(40)]
+    elif extra == "keys":
+        body |= {f"k{i % 120}": [i] for i in range(150)}
+    elif extra == "profile":
+        body["profile"] = {f"k{i}": {"a": i} for i in range(40)}
+    elif extra == "deep":
+        body["zz"] = [1]
+        for _ in range(198):
+            body["zz"] = [body["zz"]]
+    raw = bytearray(orjson.dumps(body))
+    for where, how, text in edits:
+        at = int(where * len(raw))
+        if how == 0:
+            raw[at:at] = text
+        elif how == 1:
+            raw[at : at + 1] = text
+        else:
+            del raw[at : at + len(text) or 1]
+    monkeypatch.setattr(body_module, "LARGE_BODY_BYTES", 10**12)
+    monkeypatch.setattr(body_module, "PARTS_FROM", 10**12)
+    once = post(client, "/v1/audit", bytes(raw))
+    monkeypatch.setattr(body_module, "LARGE_BODY_BYTES", 256)
+    parts = post(client, "/v1/audit", bytes(raw))
+    assert (parts.status_code, parts.json()) == (once.status_code, once.json()), bytes(raw)
+
+
+@pytest.mark.parametrize("levels", [196, 197, 198])
+def test_the_parsers_recursion_limit_inside_a_cell(client, monkeypatch, small_parts, levels):
+    """A value nested near the parser's limit inside a cell: a part's text is shallower
+    than the body (the cell's list is its outer array), so the parts once validated a
+    value that one call refuses as too deep (a different 422)."""
+    body = sensitivity(200)
+    value: object = 1.5
+    for _ in range(levels):
+        value = [value]
+    body["cells"][150]["contributions"][0]["value"] = value
+    reply = same_answer(client, monkeypatch, small_parts, "/v1/sensitivity", orjson.dumps(body))
+    assert len(details(reply)) == 1
+
+
+def test_many_errors_of_a_smaller_body_are_listed_from_parts(client, monkeypatch, small_parts):
+    """A body under the size validated in parts with more than MAX_ERRORS errors: one
+    call finds them, the parts list the first ones (Pydantic's list of all of them is made
+    in Python: 0.4 s for 128,000), the same reply."""
+    body = sensitivity(400, 1)
+    for cell in body["cells"]:
+        cell["contributions"][0]["value"] = "1"
+    raw = orjson.dumps(body)
+    monkeypatch.setattr(body_module, "LARGE_BODY_BYTES", 10**12)
+    monkeypatch.setattr(body_module, "PARTS_FROM", 10**12)
+    once = post(client, "/v1/sensitivity", raw)
+    monkeypatch.setattr(body_module, "PARTS_FROM", 1024)
+    parts = post(client, "/v1/sensitivity", raw)
+    assert small_parts == [True]
+    assert (parts.status_code, parts.json()) == (once.status_code, once.json())
+    assert len(details(parts)) == MAX_ERRORS + 1

@@ -39,13 +39,16 @@ def no_repeated_keys(text: bytes, read: int) -> bool:
     return text.count(b":") == read or STRING.sub(b"", text).count(b":") == read
 
 
-def keys_read(values: list, model: type[BaseModel]) -> int:
-    """How many object keys validation read into ``values`` (instances of ``model``): each
-    model's set fields and each dict's entries, at any depth. Breadth first, one field of
-    all the models of a kind at a time (C-level maps), and only the fields some model of
-    them was sent with."""
+def keys_read(values: list, of: object) -> int:
+    """How many object keys validation read into ``values`` (of the type ``of``: a
+    model, or any annotation :func:`_shape` places): each model's set fields and each
+    dict's entries, at any depth. Breadth first, one field of all the models of a kind at
+    a time (C-level maps), and only the fields some model of them was sent with."""
     n = 0
-    todo: list[tuple[list, tuple]] = [(values, ("model", model))]
+    shape = _shape(of)
+    if shape is None or not values:
+        return 0
+    todo: list[tuple[list, tuple]] = [(values, shape)]
     while todo:
         values, (kind, inner) = todo.pop()  # values: a non-empty list, no None in it
         if kind == "model":
