@@ -847,6 +847,18 @@ def test_rounds_that_end_by_themselves_are_not_a_time_limit(monkeypatch):
     assert "hiding every cell allowed is not safe either (rejected)" in r.message
 
 
+def _screen_without_holdings_across_cells(mp: pytest.MonkeyPatch) -> None:
+    """The screen leaves every group with a holding across two of its cells to the MIP,
+    as before its allowance for them (aggregations.SPANNING_ALLOWANCE, 2026-11-28): the
+    tables below reach the final audit's MIP that way."""
+    from service.sdc import aggregations
+
+    def bail(form, omega, plain, measure, top):
+        return np.full_like(omega, -1.0), plain, np.zeros(len(omega), bool)
+
+    mp.setattr(aggregations, "spanning_costs", bail)
+
+
 def test_an_audit_undecided_by_a_tie_is_no_time_limit():
     """A cover table (linked tables x-y and z-y, the cells outside them forced) whose
     pattern the audit cannot certify: its MIP stops at an aggregation exactly at the
@@ -855,7 +867,8 @@ def test_an_audit_undecided_by_a_tie_is_no_time_limit():
     group stays undecided whatever the time (a helper's campaign, 2026-11-27). The reply
     said `time_limit` after 0.35 s of 10 ("the audit reached its time limit"); the audit
     had not run out of time (``AggregationCheck.out_of_time``): `no_safe_pattern`, with
-    the reason."""
+    the reason. Run with the screen as before its allowance for holdings across cells,
+    with which the rounds settle this table before the audit."""
     t = Table(
         [Hierarchy.flat(d, [f"{d}{i}" for i in range(k)], "T") for d, k in zip("xyz", (2, 3, 2))]
     )
@@ -879,12 +892,15 @@ def test_an_audit_undecided_by_a_tie_is_no_time_limit():
     cost = cell_costs("value", problem.values)
     with pytest.MonkeyPatch.context() as mp:  # the search's own result
         mp.setattr(sys.modules["service.sdc.suppress"], "_last_resort", lambda *a: a[-1])
+        _screen_without_holdings_across_cells(mp)
         r = suppress(problem, cost=cost, method="fast", time_limit=30, forced=outside)
     assert r.status == "no_safe_pattern", r.message
     assert "cannot be certified" in r.message
     assert r.audit.verdict == "uncertified" and not r.audit.aggregations.out_of_time
     # The last resort (every cell allowed hidden, then thinned) finds a pattern it can.
-    r = suppress(problem, cost=cost, method="fast", time_limit=30, forced=outside)
+    with pytest.MonkeyPatch.context() as mp:
+        _screen_without_holdings_across_cells(mp)
+        r = suppress(problem, cost=cost, method="fast", time_limit=30, forced=outside)
     assert r.status == "feasible" and r.safe, r.message
     assert "cannot be certified" in r.message and "every cell allowed was hidden" in r.message
     assert audit_pattern(problem, r.suppressed).verdict == "safe"
@@ -897,7 +913,9 @@ def test_a_pattern_the_final_audit_rejects_is_repaired():
     tests' generator) the audit found a sensitive aggregation and the fast method
     returned no pattern, though hiding every cell is safe (44 of 298 such small tables).
     Now a relation the aggregation is read from is opened and the rounds run again
-    (``fast.audited``): a safe pattern; with one audit and no repair, none."""
+    (``fast.audited``): a safe pattern; with one audit and no repair, none. Since the
+    screen's allowance for holdings across cells (2026-11-28) the rounds find a safe
+    pattern by themselves; the repair is tested with the screen as it was."""
     from service.sdc.rules import Dominance, PriorPosterior
 
     t = Table(
@@ -913,11 +931,14 @@ def test_a_pattern_the_final_audit_rejects_is_repaired():
     }
     problem = _problem_of_leaves(t, leaves, PriorPosterior(20.0, 100.0, 2), Dominance(2, 90.0))
     cost = cell_costs("value", problem.values)
-    r = suppress(problem, cost=cost, method="fast", time_limit=30)
+    r = suppress(problem, cost=cost, method="fast", time_limit=30)  # the screen alone
     assert r.status == "feasible" and r.safe, r.message
-    assert audit_pattern(problem, r.suppressed).verdict == "safe"
     fast_module = sys.modules["service.sdc.suppress.fast"]
     with pytest.MonkeyPatch.context() as mp:
+        _screen_without_holdings_across_cells(mp)
+        r = suppress(problem, cost=cost, method="fast", time_limit=30)
+        assert r.status == "feasible" and r.safe, r.message
+        assert audit_pattern(problem, r.suppressed).verdict == "safe"
         mp.setattr(fast_module, "AUDIT_REPAIRS", 0)
         mp.setattr(sys.modules["service.sdc.suppress"], "_last_resort", lambda *a: a[-1])
         once = suppress(problem, cost=cost, method="fast", time_limit=30)
