@@ -240,7 +240,7 @@ def rounding_row(
     au = audit_rounding(p, rounded, base, time_limit=audit_limit)
     notes.append(
         f"audit {time.perf_counter() - start:.1f} s"
-        + ("" if au.intervals.status == "optimal" else f" ({au.intervals.message})")
+        + ("" if au.status == "optimal" else f" ({au.message})")
     )
     uncert = int((~au.certified).sum())
     protected = f"{int(au.protection.protected.sum())}/{n_sens}" + (

@@ -3,6 +3,8 @@ infeasible 3-D case, and POST /v1/round."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -242,8 +244,11 @@ def test_api_controlled(client):
     # The threshold rule (0 < count < 5): a,x 3, b,y 4, b,z 1.
     audited = {tuple(c["key"]): c for c in reply["audit"]["cells"]}
     assert set(audited) == {("a", "x"), ("b", "y"), ("b", "z")}
-    # Rounded to 0: a count strictly within (-5, 5), so a whole number from 0 to 4.
-    assert audited["b", "z"]["interval"] == [0.0, 4.0] and audited["b", "z"]["protected"]
+    # Rounded to 0: a count strictly within (-5, 5), so a whole number from 0 to 4; the
+    # rounding being least, its interval is an inner one (tables the intruder keeps), wide
+    # enough for its level of 0 (not pinned).
+    lo, hi = audited["b", "z"]["interval"]
+    assert audited["b", "z"]["protected"] and 0 <= lo <= 1 < hi <= 4
 
 
 def test_api_random_is_reproducible_and_says_not_additive(client):
@@ -339,3 +344,124 @@ def test_api_a_base_too_fine_for_exact_multiples_is_a_422_naming_base(client, ba
     detail = r.json()["detail"][0]
     assert detail["field"] == "base" and "2**53" in detail["message"]
     assert detail["cell"] is not None
+
+
+# ---------------------------------------------------------------------------------------
+# The intruder who knows the method: a controlled rounding proven least is the least
+# rounding of the true table, which excludes tables the box (r - b, r + b) lets in.
+
+
+def _least_tables(rounded: dict, base: int, leaves: list, cells_of) -> list[dict]:
+    """Brute force, independent of the service: every table of whole numbers >= 0
+    (``cells_of`` maps its leaves to every cell, margins computed) strictly within
+    ``base`` of ``rounded`` whose least zero-restricted additive rounding, by total
+    absolute deviation over every choice of adjacent multiples, ``rounded`` is."""
+
+    def choices(v):  # the adjacent multiples of a value (itself if a multiple)
+        return (v,) if v % base == 0 else (v - v % base, v - v % base + base)
+
+    def deviation(r, t):
+        return sum(abs(r[k] - t[k]) for k in t)
+
+    kept = []
+    near = [range(max(0, rounded[k] - base + 1), rounded[k] + base) for k in leaves]
+    for xs in itertools.product(*near):
+        t = cells_of(dict(zip(leaves, xs)))
+        if any(abs(t[k] - rounded[k]) >= base for k in t):
+            continue
+        additive = (cells_of(dict(zip(leaves, rs))) for rs in itertools.product(*map(choices, xs)))
+        best = min(deviation(r, t) for r in additive if all(r[k] in choices(t[k]) for k in t))
+        if deviation(rounded, t) == best:
+            kept.append(t)
+    return kept
+
+
+def _cells_1d(x: dict) -> dict:
+    return {**x, ("Total",): sum(x.values())}
+
+
+def _cells_2x2(x: dict) -> dict:
+    out = {}
+    for r in ("r0", "r1", "Total"):
+        for c in ("c0", "c1", "Total"):
+            rows = ("r0", "r1") if r == "Total" else (r,)
+            cols = ("c0", "c1") if c == "Total" else (c,)
+            out[r, c] = sum(x[i, j] for i in rows for j in cols)
+    return out
+
+
+def test_least_rounding_narrows_what_the_box_allows(client):
+    # a = 2, b = 0, Total = 2, base 5, rounded 0, 0, 0. The box leaves a in [0, 5), but
+    # a table with a above 2.5 rounds a and the total up at less deviation (2 (5 - a) < 2a),
+    # so an intruder who knows the rounding is least keeps a <= 2.5: an upper level of 2
+    # (a + 2 = 4) is not met. The audit called it protected with [0, 5].
+    body = {
+        "structure": {"dimensions": [{"name": "r", "leaves": ["a", "b"]}]},
+        "cells": [
+            {"key": ["a"], "value": 2, "protection": {"upper": 2, "lower": 1}},
+            {"key": ["b"], "value": 0},
+        ],
+        "base": 5,
+    }
+    reply = client.post("/v1/round", json=body).json()
+    assert [c["rounded"] for c in reply["cells"]] == [0.0, 0.0, 0.0]
+    (a,) = reply["audit"]["cells"]
+    assert a["interval"] == [0.0, 2.5] and a["protected"] is False
+    # Random rounding is not least: the box is what an intruder has.
+    random = client.post("/v1/round", json={**body, "method": "random", "seed": 1}).json()
+    assert random["audit"]["cells"][0]["interval"][1] == 5.0
+
+
+def test_least_rounding_of_a_count_table_by_brute_force(client):
+    # A campaign's 2x2 count table (threshold 5, range 80): r0,c0 = 2 rounds to 0 with its
+    # row (2) and its column (5) rounded to 0 and 5. The box gives it [0, 4], which meets
+    # its levels of 1.6; the tables whose least rounding the published one is have it at
+    # most 3 (brute force over every whole table): 3 < 2 + 1.6.
+    leaves = {("r0", "c0"): 2, ("r0", "c1"): 0, ("r1", "c0"): 3, ("r1", "c1"): 3}
+    dims = [{"name": "r", "leaves": ["r0", "r1"]}, {"name": "c", "leaves": ["c0", "c1"]}]
+    body = {
+        "structure": {"dimensions": dims},
+        "cells": [{"key": list(k), "value": v} for k, v in leaves.items()],
+        "counts": {"threshold": 5, "range": 80},
+        "base": 5,
+    }
+    reply = client.post("/v1/round", json=body).json()
+    rounded = {tuple(c["key"]): int(c["rounded"]) for c in reply["cells"]}
+    kept = _least_tables(rounded, 5, list(leaves), _cells_2x2)
+    assert max(t["r0", "c0"] for t in kept) == 3
+    audited = {tuple(c["key"]): c for c in reply["audit"]["cells"]}
+    assert audited["r0", "c0"]["protected"] is False
+    assert audited["r0", "c0"]["interval"] == [0.0, 3.0]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_least_rounding_claims_hold_against_brute_force(client, seed):
+    # Random 1-D count tables, every cell sensitive: a cell the audit calls protected is
+    # protected over every whole table whose least rounding the published one is, and its
+    # interval lies within theirs (its ends are attained). Seed 0 failed before the fix
+    # (a count of 9, base 5, called protected by [6, 14] while those tables reach 7 only).
+    rng = np.random.default_rng(seed)
+    leaves = ["a", "b", "c"]
+    for _ in range(8):
+        base = int(rng.integers(2, 6))
+        values = rng.integers(0, 3 * base, size=3).tolist()
+        percent = int(rng.choice([10, 30, 50, 80]))
+        body = {
+            "structure": {"dimensions": [{"name": "r", "leaves": leaves}]},
+            "cells": [{"key": [k], "value": v} for k, v in zip(leaves, values)],
+            "counts": {"threshold": 1000, "range": percent},
+            "base": base,
+        }
+        reply = client.post("/v1/round", json=body).json()
+        rounded = {tuple(c["key"]): int(c["rounded"]) for c in reply["cells"]}
+        keys = [(k,) for k in leaves]
+        kept = _least_tables(rounded, base, keys, _cells_1d)
+        truth = _cells_1d(dict(zip(keys, values)))
+        assert truth in kept
+        for cell in reply["audit"]["cells"]:
+            k = tuple(cell["key"])
+            lo, hi = min(t[k] for t in kept), max(t[k] for t in kept)
+            x, level = truth[k], percent / 100 * truth[k]
+            if cell["protected"]:
+                assert hi - x >= 0.99 * level and x - lo >= 0.99 * min(level, x), (body, cell)
+                assert lo <= cell["interval"][0] and cell["interval"][1] <= hi

@@ -35,9 +35,9 @@ async def round_route(request: Request, caller: CallerDep, settings: SettingsDep
     a 422 naming ``base``. ``random``: unbiased, cell by cell, reproducible from ``seed``,
     in general not additive (the reply says so). Cells become sensitive as for
     ``/v1/suppress``; for each, the reply's audit gives the feasibility interval an
-    intruder gets from the rounded table. The filter role receives the rounded values and
-    which sensitive cells are protected; originals, deviations and intervals go to
-    analysts only. ``time_limit`` is the request's whole wall time.
+    intruder gets from the rounded table. The filter role receives the rounded values
+    only; originals, deviations and the audit (which names the sensitive cells) go to
+    analysts. ``time_limit`` is the request's whole wall time.
     """
     started = time.perf_counter()
     body = await validated(request, RoundRequest)
