@@ -688,13 +688,9 @@ class _Run:
                 pieces = [b"[0,"]
             pieces += [(lo, hi + 1)] if last else [(lo, hi), b"]"]
         text, where = _joined(self.raw, pieces)
-        try:
-            values = kind.parts.validate_json(text)
-        except ValidationError as error:
-            found = _errors(error)
-            if found[0]["type"] == "json_invalid":
-                raise self._json_error(found[0], text, where) from None
-            return _Result(None, found, None)
+        values, failed = self._validated(kind.parts, text, where)
+        if failed is not None:
+            return failed
         repeat = None
         if not no_repeated_keys(text, keys_read(values, kind.item)):
             found_repeat = first_repeat(text)
@@ -773,17 +769,24 @@ class _Run:
             {key: found.value}, [], None if found.repeat is None else (key, *found.repeat)
         )
 
-    def _dict_part(
-        self, kind: _Kind, pieces: list[tuple[int, int] | bytes], adapter: TypeAdapter
-    ) -> _Result:
-        text, where = _joined(self.raw, pieces)
+    def _validated(self, adapter: TypeAdapter, text: bytes, where) -> tuple[Any, _Result | None]:
+        """``(value, None)`` of ``adapter`` on a part's ``text``, or ``(None, its errors)``;
+        a JSON error is raised as the body's (placed by ``where``)."""
         try:
-            value = adapter.validate_json(text)
+            return adapter.validate_json(text), None
         except ValidationError as error:
             found = _errors(error)
             if found[0]["type"] == "json_invalid":
                 raise self._json_error(found[0], text, where) from None
-            return _Result(None, found, None)
+            return None, _Result(None, found, None)
+
+    def _dict_part(
+        self, kind: _Kind, pieces: list[tuple[int, int] | bytes], adapter: TypeAdapter
+    ) -> _Result:
+        text, where = _joined(self.raw, pieces)
+        value, failed = self._validated(adapter, text, where)
+        if failed is not None:
+            return failed
         repeat = None
         if adapter is kind.parts and not no_repeated_keys(
             text, keys_read([value], kind.annotation)
