@@ -804,17 +804,17 @@ live atoms (a *spanning piece*). Per atom ``j``:
    holds no piece of ``i``) and the anchors (with every cost at least 0, ``S <= |phi_i|
    S_i``: the atoms sensitive on their own) are unchanged; seed 002 Theorem 2 holds too
    (``F`` is sublinear, :data:`POOLED_PROOF` 3).
-5. Where 2 or 3 leaves a cost below 0 (a sensitive atom with a large spanning piece),
-   the attacked respondent's other pieces are charged to the anchor instead: take as
-   anchor the atom ``i`` where ``|phi_i| a_{r_1 i}`` is largest among those holding
-   ``r_1``; its other pieces then add at most ``b_1 (k - 1) |phi_i| a_{r_1 i}``, ``k`` the
-   group's live atoms holding it. The anchor's bounds rise by ``b_1 kappa_i``, ``kappa_i
-   = max_r (k_r - 1) a_ri`` over the spanning respondents of ``i``
-   (:func:`spanning_lift`), ``omega_j`` stays, and ``-tau X_j`` is lowered by the pieces
-   of the other slots only, ``sum_{s >= 2} b_s y_j^[s-1]``; the anchors are then the atoms
-   with ``S_i + b_1 kappa_i`` near 0 or above (with every cost at least 0, ``S <= |phi_i|
-   (S_i + b_1 kappa_i)``). A cost still below 0 leaves the group to the MIP, which models
-   the holdings exactly.
+5. At the *heavy* atoms, where 2 or 3 would leave a cost below 0 (a sensitive atom with a
+   large spanning piece), the attacked respondent's pieces are charged to the anchor
+   instead: take as anchor the atom ``i`` where ``|phi_i| a_{r_1 i}`` is largest among
+   those holding ``r_1``; its pieces at the heavy atoms ``j != i`` then add at most
+   ``b_1 h |phi_i| a_{r_1 i}``, ``h`` their number. The anchor's bounds rise by
+   ``b_1 kappa_i``, ``kappa_i = max_r h_r a_ri`` over the spanning respondents of ``i``
+   (:func:`spanning_lift`); at a heavy atom ``omega_j`` stays and ``-tau X_j`` is lowered
+   by the pieces of the other slots only, ``sum_{s >= 2} b_s y_j^[s-1]``; every other
+   atom is as in 2-3. The anchors are then the atoms with ``S_i + b_1 kappa_i`` near 0 or
+   above (with every cost at least 0, ``S <= |phi_i| (S_i + b_1 kappa_i)``). A cost still
+   below 0 leaves the group to the MIP, which models the holdings exactly.
 
 A group counts only the respondents in two or more of its live atoms (a published atom
 adds nothing to its aggregations); :class:`Requirements` take the rooms of 2 and 3 with
