@@ -345,6 +345,7 @@ def audit_rounding(
     if least and cells.size:
         found = LeastTables(problem, r, base, lower, upper, cells, deadline)
         found.search()
+        searched = time.perf_counter() - start
         judged = ~found.protected()
     lo, hi = np.full(cells.size, np.nan), np.full(cells.size, np.nan)
     ok = np.zeros(cells.size, bool)
@@ -377,7 +378,7 @@ def audit_rounding(
         # A cell the box does not protect is not protected (its tables include the
         # intruder's): its box interval stands, an outer one, with that verdict.
         found.prove(judged & box)
-        found.widen()
+        found.widen(max(searched, WIDEN_SECONDS))
         w_lo, w_hi, proven = found.intervals()
         lo, hi = np.where(judged & ~box, lo, w_lo), np.where(judged & ~box, hi, w_hi)
         ok = np.where(judged & ~box, ok, proven)
@@ -412,6 +413,10 @@ def rounding_box(problem: TableProblem, r: np.ndarray, base: float):
         near, far = r - base, r + base
     return np.maximum(problem.lower_bounds, near), np.minimum(problem.upper_bounds, far)
 
+
+#: The least time :meth:`LeastTables.widen` gets (else as long as the search took), so
+#: that a small table's intervals do not depend on the machine's speed.
+WIDEN_SECONDS = 1.0
 
 #: Rounds of the joint search (:meth:`LeastTables.search`) while each protects more.
 GOAL_ROUNDS = 4
@@ -450,8 +455,8 @@ class LeastTables:
     reported not protected, which errs, if at all, on the safe side (the model's tables
     are all the intruder keeps but for a few cells on the 2-D and 3-D tables of the
     campaign, and never gave another verdict than a brute force over every whole table).
-    :meth:`widen` then pushes every cell towards its box's ends, for intervals that say
-    more than the levels asked.
+    :meth:`widen` then pushes every cell towards its box's ends, as time allows, for
+    intervals that say more than the levels asked.
 
     The model is on the scale of the box: ``z = (x - o) / s`` with ``o = R``, ``s = b``
     (numbers of order 1 whatever the table's), for counts ``o = floor(R)`` and ``s = 1``,
@@ -598,12 +603,14 @@ class LeastTables:
                 if self._solve(cost, no_t) is Outcome.OPTIMAL:
                     self.solved[side, i] = True
 
-    def widen(self) -> None:
+    def widen(self, seconds: float) -> None:
         """A round per side towards the box's ends for every cell (``sum min(s (x_j -
         X_j), e_j) / e_j``, ``e_j`` the distance to the end), so that the intervals
-        reported reach further than the levels asked; verdicts are settled already, and
-        the time limit ending it changes none."""
+        reported reach further than the levels asked, within ``seconds`` (the search's
+        own time: on 100x100 hier one such LP took 4 minutes). Verdicts are settled
+        already, and a limit ending it changes none."""
         k, s = self.cells.size, self.s
+        deadline, self.deadline = self.deadline, min(self.deadline, time.perf_counter() + seconds)
         x = self.x[self.cells]
         room = (
             np.stack(
@@ -625,7 +632,7 @@ class LeastTables:
             t_hi = np.full(2 * k, np.inf)
             t_hi[side * k : (side + 1) * k] = np.where(go, room[side], np.inf)
             self._solve(cost, t_hi)
-        self.status, self.message = status, message
+        self.status, self.message, self.deadline = status, message, deadline
 
     def intervals(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The cells' intervals over the tables found, and whether each verdict is proven:
