@@ -813,3 +813,41 @@ def test_aggregations_under_the_shift_are_not_certified(client):
     reply = client.post("/v1/audit", json=body).json()
     assert reply["verdict"] == "uncertified", reply["verdict"]
     assert "under 'shift'" in reply["aggregations"]["message"]
+
+
+def test_a_singleton_of_a_holding_that_asked_for_protection_elsewhere_is_sensitive(client):
+    """Request rule (k = 70): holding H asked for protection with its 5 in r0,c0, and is
+    the only respondent of r1,c1 (90) beside a 10. A holding is one enterprise (seed 000,
+    "Holdings"; "Foreign trade rules" protects the enterprises that asked), so r1,c1 is
+    sensitive and publishing it is unsafe. Until 2026-11-27 the request held only where it
+    was sent, and the audit of the table with nothing hidden said `safe` (found by a
+    helper's campaign through an aggregation of published cells judged sensitive)."""
+    many = [{"value": 100}] * 10
+    cells = [
+        {
+            "key": ["r0", "c0"],
+            "contributions": [{"value": 5, "holding": "H", "request": True}] + [{"value": 20}] * 5,
+        },
+        {"key": ["r0", "c1"], "contributions": many},
+        {"key": ["r1", "c0"], "contributions": many},
+        {"key": ["r1", "c1"], "contributions": [{"value": 90, "holding": "H"}, {"value": 10}]},
+    ]
+    body = {
+        "structure": {
+            "dimensions": [
+                {"name": "r", "leaves": ["r0", "r1"]},
+                {"name": "c", "leaves": ["c0", "c1"]},
+            ]
+        },
+        "cells": cells,
+        "rules": {"rules": [{"type": "request", "k": 70}]},
+    }
+    r = client.post("/v1/audit", json=body)
+    assert r.status_code == 200, r.text
+    reply = r.json()
+    assert reply["verdict"] == "unsafe", reply["reasons"]
+    assert ["r1", "c1"] in [c["key"] for c in reply["cells"] if c["sensitive"]]
+    r = client.post("/v1/suppress", json={**body, "method": "fast"})
+    assert r.status_code == 200, r.text
+    status = {tuple(c["key"]): c["status"] for c in r.json()["cells"]}
+    assert status[("r1", "c1")] == "primary"
