@@ -851,3 +851,50 @@ def test_a_singleton_of_a_holding_that_asked_for_protection_elsewhere_is_sensiti
     assert r.status_code == 200, r.text
     status = {tuple(c["key"]): c["status"] for c in r.json()["cells"]}
     assert status[("r1", "c1")] == "primary"
+
+
+def test_a_holding_of_both_signs_in_two_cells_adds_their_absolute_contributions(client):
+    """Seed 002 section 5: respondent r's absolute contribution to an aggregation is
+    ``sum_i |lambda_i x_i^r|``, each cell's contribution netted first (seed 000,
+    Holdings), then its absolute value. Holding H gives +100 to A,1 and -80 to A,2 (p%-rule
+    10, negative values 'absolute'); row A's union of the two hidden cells holds H's 180
+    against 10 + 5 + 5 from the others, so the 10 bounds H closely: sensitive (S = 180 -
+    10 x 10 = 80). The union was judged on H's 100 - 80 = 20 summed across the cells
+    before the absolute value, and reported not sensitive, while the aggregation check's
+    MIP, which reads the seed's sum, found the point and the verdict was 'uncertified'
+    (a helper's campaign)."""
+    cells = [
+        {"key": ["A", "1"], "contributions": [{"value": 100, "holding": "H"}, {"value": 10}]},
+        {
+            "key": ["A", "2"],
+            "contributions": [{"value": -80, "holding": "H"}, {"value": 5}, {"value": 5}],
+        },
+        {"key": ["B", "1"], "contributions": [{"value": 300}] * 3},
+        {"key": ["B", "2"], "contributions": [{"value": 300}] * 3},
+    ]
+    body = {
+        "structure": {
+            "dimensions": [
+                {"name": "r", "leaves": ["A", "B"]},
+                {"name": "c", "leaves": ["1", "2"]},
+            ]
+        },
+        "cells": [dict(c, suppressed=True, lower_bound=-1000) for c in cells]
+        + [
+            {"key": k, "lower_bound": -1000}
+            for k in (["A", "Total"], ["B", "Total"], ["Total", "1"], ["Total", "2"])
+        ]
+        + [{"key": ["Total", "Total"], "lower_bound": -1000}],
+        "rules": {
+            "rules": [{"type": "p_percent", "p": 10}],
+            "negative_values": {"mode": "absolute"},
+        },
+    }
+    r = client.post("/v1/audit", json=body)
+    assert r.status_code == 200, r.text
+    reply = r.json()
+    assert reply["verdict"] == "unsafe", reply["reasons"]
+    row = next(u for u in reply["unions"] if u["cells"] == [["A", "1"], ["A", "2"]])
+    assert row["sensitive"], row
+    worst = reply["aggregations"]["worst"]
+    assert sorted(map(tuple, worst["cells"])) == [("A", "1"), ("A", "2")]
