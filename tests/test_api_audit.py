@@ -867,3 +867,135 @@ def test_aggregations_under_the_shift_are_read_on_y(client):
     reply = client.post("/v1/audit", json=body).json()
     assert reply["verdict"] == "safe", reply["aggregations"]["message"]
     assert reply["aggregations"]["status"] == "safe"
+
+
+def test_a_singleton_of_a_holding_that_asked_for_protection_elsewhere_is_sensitive(client):
+    """Request rule (k = 70): holding H asked for protection with its 5 in r0,c0, and is
+    the only respondent of r1,c1 (90) beside a 10. A holding is one enterprise (seed 000,
+    "Holdings"; "Foreign trade rules" protects the enterprises that asked), so r1,c1 is
+    sensitive and publishing it is unsafe. Until 2026-11-27 the request held only where it
+    was sent, and the audit of the table with nothing hidden said `safe` (found by a
+    helper's campaign through an aggregation of published cells judged sensitive)."""
+    many = [{"value": 100}] * 10
+    cells = [
+        {
+            "key": ["r0", "c0"],
+            "contributions": [{"value": 5, "holding": "H", "request": True}] + [{"value": 20}] * 5,
+        },
+        {"key": ["r0", "c1"], "contributions": many},
+        {"key": ["r1", "c0"], "contributions": many},
+        {"key": ["r1", "c1"], "contributions": [{"value": 90, "holding": "H"}, {"value": 10}]},
+    ]
+    body = {
+        "structure": {
+            "dimensions": [
+                {"name": "r", "leaves": ["r0", "r1"]},
+                {"name": "c", "leaves": ["c0", "c1"]},
+            ]
+        },
+        "cells": cells,
+        "rules": {"rules": [{"type": "request", "k": 70}]},
+    }
+    r = client.post("/v1/audit", json=body)
+    assert r.status_code == 200, r.text
+    reply = r.json()
+    assert reply["verdict"] == "unsafe", reply["reasons"]
+    assert ["r1", "c1"] in [c["key"] for c in reply["cells"] if c["sensitive"]]
+    r = client.post("/v1/suppress", json={**body, "method": "fast"})
+    assert r.status_code == 200, r.text
+    status = {tuple(c["key"]): c["status"] for c in r.json()["cells"]}
+    assert status[("r1", "c1")] == "primary"
+
+
+def test_a_holding_of_both_signs_in_two_cells_adds_their_absolute_contributions(client):
+    """Seed 002 section 5: respondent r's absolute contribution to an aggregation is
+    ``sum_i |lambda_i x_i^r|``, each cell's contribution netted first (seed 000,
+    Holdings), then its absolute value. Holding H gives +100 to A,1 and -80 to A,2 (p%-rule
+    10, negative values 'absolute'); row A's union of the two hidden cells holds H's 180
+    against 10 + 5 + 5 from the others, so the 10 bounds H closely: sensitive (S = 180 -
+    10 x 10 = 80). The union was judged on H's 100 - 80 = 20 summed across the cells
+    before the absolute value, and reported not sensitive, while the aggregation check's
+    MIP, which reads the seed's sum, found the point and the verdict was 'uncertified'
+    (a helper's campaign)."""
+    cells = [
+        {"key": ["A", "1"], "contributions": [{"value": 100, "holding": "H"}, {"value": 10}]},
+        {
+            "key": ["A", "2"],
+            "contributions": [{"value": -80, "holding": "H"}, {"value": 5}, {"value": 5}],
+        },
+        {"key": ["B", "1"], "contributions": [{"value": 300}] * 3},
+        {"key": ["B", "2"], "contributions": [{"value": 300}] * 3},
+    ]
+    body = {
+        "structure": {
+            "dimensions": [
+                {"name": "r", "leaves": ["A", "B"]},
+                {"name": "c", "leaves": ["1", "2"]},
+            ]
+        },
+        "cells": [dict(c, suppressed=True, lower_bound=-1000) for c in cells]
+        + [
+            {"key": k, "lower_bound": -1000}
+            for k in (["A", "Total"], ["B", "Total"], ["Total", "1"], ["Total", "2"])
+        ]
+        + [{"key": ["Total", "Total"], "lower_bound": -1000}],
+        "rules": {
+            "rules": [{"type": "p_percent", "p": 10}],
+            "negative_values": {"mode": "absolute"},
+        },
+    }
+    r = client.post("/v1/audit", json=body)
+    assert r.status_code == 200, r.text
+    reply = r.json()
+    assert reply["verdict"] == "unsafe", reply["reasons"]
+    row = next(u for u in reply["unions"] if u["cells"] == [["A", "1"], ["A", "2"]])
+    assert row["sensitive"], row
+    worst = reply["aggregations"]["worst"]
+    assert sorted(map(tuple, worst["cells"])) == [("A", "1"), ("A", "2")]
+
+
+def test_frequency_range_is_a_share_of_the_value_of_a_summarised_cell(client):
+    """``frequency_range`` is the level of cells only a frequency rule flags, a percentage
+    of the cell's value (README). Under 'absolute' a summary holds absolute contributions
+    and its cell is sent with its value: a0 (-366 + 26 = -340, two contributors) gets 10%
+    of 340, as when its contributions are sent, not of the summary's 392 (until
+    2026-11-27: 39.2, a helper's campaign, where partial's narrowest intervals differed by
+    the way the same cells were sent)."""
+    dims = [{"name": "r", "leaves": ["a0", "a1"]}]
+    rules = {
+        "rules": [{"type": "frequency", "n": 3}],
+        "negative_values": {"mode": "absolute"},
+        "frequency_range": 10,
+    }
+    levels = []
+    for a0 in (
+        {"contributions": [{"value": -366}, {"value": 26}]},
+        {"value": -340, "summary": {"total": 392, "count": 2, "largest": [366, 26]}},
+    ):
+        body = {
+            "structure": {"dimensions": dims},
+            "rules": rules,
+            "cells": [
+                {"key": ["a0"], "suppressed": True, "lower_bound": -1000, **a0},
+                {
+                    "key": ["a1"],
+                    "suppressed": True,
+                    "lower_bound": -1000,
+                    "contributions": [{"value": 50}] * 3,
+                },
+                {"key": ["Total"], "lower_bound": -1000},
+            ],
+        }
+        if "summary" in a0:  # a margin over a summary needs its own
+            body["cells"][2] = {
+                "key": ["Total"],
+                "value": -190,
+                "lower_bound": -1000,
+                "summary": {"total": 542, "count": 5, "largest": [366, 50, 50, 50, 26]},
+            }
+        r = client.post("/v1/audit", json=body)
+        assert r.status_code == 200, r.text
+        a0_cell = next(c for c in r.json()["cells"] if c["key"] == ["a0"])
+        levels.append((a0_cell["upper_protection"], a0_cell["lower_protection"]))
+    assert levels[0] == pytest.approx((34.0, 34.0))
+    assert levels[1] == pytest.approx(levels[0])

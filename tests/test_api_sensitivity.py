@@ -437,6 +437,34 @@ def test_request_rule_on_a_summary_with_requested(client):
     assert without["sensitive"] is False
 
 
+def test_a_holding_that_asked_for_protection_in_one_cell_asked_in_every_cell(client):
+    """The request rule protects enterprises that asked for protection (seed 000, "Foreign
+    trade rules"), and a holding is one enterprise (seed 000, "Holdings"): its request,
+    sent with any of its contributions, holds in every cell, as it does within one cell
+    and in an aggregation of cells (unions.judge). Until 2026-11-27 it held only in the
+    cells where it was sent: H asked with its 5 in A, and B, 90 of its 100 from H, was
+    called safe (a helper's campaign: a singleton of such a holding was published, and an
+    aggregation of published cells was then judged sensitive)."""
+    reply = assess(
+        client,
+        [
+            {
+                "key": ["A"],
+                "contributions": [{"value": 5, "holding": "H", "request": True}]
+                + [{"value": 20}] * 5,
+            },
+            {"key": ["B"], "contributions": [{"value": 90, "holding": "H"}, {"value": 10}]},
+            {"key": ["C"], "contributions": [{"value": 90}, {"value": 10}]},
+        ],
+        [REQUEST70],
+    )
+    a, b, c = reply["cells"]
+    assert a["sensitive"] is False
+    assert b["sensitive"] is True, b
+    assert b["upper_protection"] == pytest.approx(100 / 70 * 90 - 100)
+    assert c["sensitive"] is False
+
+
 # --------------------------------------------------------------------------- negative values
 
 MIXED_SIGNS = contributions(100, -50, 4)  # published X = 54; absolute 100, 50, 4

@@ -3,7 +3,9 @@
 relation whose fixed cells form a sensitive aggregation judged a margin and a leaf
 within it on their cells, counting common respondents twice; now judged on the atoms, as
 the audit judges), and ``no_safe_pattern`` where the fast method finds a safe pattern
-(exact's warm start was audited without the fast method's repairs). Oracles: every
+(exact's warm start was audited without the fast method's repairs); and, by another
+campaign (h64), ``optimal`` where a cell that need only not be disclosed exactly was
+asked to move upwards, while moving downwards is as safe. Oracles: every
 pattern of the table enumerated by cost, intervals by scipy's linprog, aggregations by
 tests/bruteforce.py on leaf atoms, and the service's own /v1/audit of the pattern found."""
 
@@ -144,3 +146,45 @@ def test_exact_says_no_safe_pattern_where_fast_finds_one(client):
     j = r.json()
     assert j["solver"]["status"] != "no_safe_pattern", j["solver"]
     assert j["safe"] and j["loss"]["cost"] <= fast["loss"]["cost"]
+
+
+DIMS_2x2 = [{"name": "r", "leaves": ["r0", "r1"]}, {"name": "c", "leaves": ["c0", "c1"]}]
+
+CELLS_EITHER = [
+    {"key": ["r0", "c0"], "contributions": [{"value": 60}, {"value": 40}]},
+    {"key": ["r1", "c0"], "contributions": [{"value": 0}, {"value": 0}, {"value": 0}]},
+    {"key": ["r0", "c1"], "contributions": [{"value": 30}] * 5},
+    {"key": ["r1", "c1"], "contributions": [{"value": 40}] * 5},
+]
+
+
+def test_exact_optimal_where_a_cell_need_only_not_be_disclosed(client):
+    """2x2 table, minimum frequency 3, zero_cells 'sensitive', cost unity. r0,c0 (two
+    contributors, 100) and r1,c0 (three zeros) are sensitive with protection levels 0:
+    they must only not be disclosed exactly (README). `exact` answered `optimal` with 6
+    cells hidden: it asked r0,c0 to move *upwards* by 1e-4 of its value, which its column
+    allows only with Total,c0 hidden (r1,c0 is 0 at its bound 0). Hiding the four leaves
+    (margins published) is safe: r0,c0 gets [0, 100], r1,c0 [0, 100] (downwards and
+    upwards), every aggregation has at least 5 contributors, and /v1/audit says `safe`.
+    A campaign's brute force (every pattern by cost, intervals by scipy's linprog,
+    aggregations over every elementary vector) found it on a random 2x4 table; the
+    4-cell pattern is the optimum here."""
+    rules = {"rules": [{"type": "frequency", "n": 3}], "zero_cells": "sensitive"}
+    cheaper = {("r0", "c0"), ("r1", "c0"), ("r0", "c1"), ("r1", "c1")}
+    audit = _audit(client, DIMS_2x2, CELLS_EITHER, rules, cheaper)
+    assert audit["verdict"] == "safe", audit["reasons"]
+    body = {
+        "structure": {"dimensions": DIMS_2x2},
+        "cells": CELLS_EITHER,
+        "rules": rules,
+        "method": "exact",
+        "cost": "unity",
+        "time_limit": 20,
+    }
+    r = client.post("/v1/suppress", json=body)
+    assert r.status_code == 200, r.text
+    j = r.json()
+    assert j["safe"] and j["audit"]["verdict"] == "safe"
+    assert j["solver"]["lower_bound"] <= len(cheaper), j["solver"]
+    if j["solver"]["status"] == "optimal":
+        assert j["loss"]["cost"] <= len(cheaper), (j["loss"], j["solver"])

@@ -16,6 +16,11 @@ Readings of the seeds chosen here (each is documented where it is implemented):
   weights that are not confidential). Weights cannot be combined with holdings (the seed's
   Note) nor, for the same reason, with waivers or protection requests, which are facts about
   a respondent that the replicated pseudo-respondents do not carry.
+* Requests (seed 000, "Foreign trade rules"): the request rule protects the enterprises
+  that asked for protection, and a holding is one enterprise, so a holding's request,
+  sent with any of its contributions, holds for all of them in every cell
+  (:func:`asked_by_holding`). A waiver authorises the publication of one aggregate (seed
+  000, "Waivers") and stays with its cell.
 * Waivers (seed 000, "Waivers"): ``s`` is the largest respondent without a waiver, ``r``
   the largest respondent other than ``s``; the rules read ``x_s, x_r`` in place of
   ``x_1, x_2``, then the remaining respondents in decreasing order.
@@ -229,6 +234,28 @@ def _scaled(value: np.ndarray, scale: np.ndarray | None) -> np.ndarray:
     return value if scale is None else scale * value
 
 
+def asked_by_holding(holding: np.ndarray | None, request: np.ndarray | None):
+    """Each contribution's request flag with its holding's: seed 000's request rule
+    protects "enterprises that have actively asked for protection" ("Foreign trade
+    rules"), and a holding is the enterprise (seed 000, "Holdings"), so when any of its
+    contributions asked, every one did, in every cell of the call. Within one cell this
+    was already the reading (a holding requests if any of its contributions did), and in
+    an aggregation of cells (:func:`service.sdc.unions.judge`); until 2026-11-27 not across
+    cells, so a cell held by a holding that asked in another cell was judged as if it had
+    not (a singleton of it published; a helper's campaign). ``None`` stays ``None``."""
+    if holding is None or request is None:
+        return request
+    holding = np.asarray(holding, dtype=np.int64)
+    request = np.asarray(request, dtype=bool)
+    grouped = holding >= 0
+    asking = holding[grouped & request]
+    if not asking.size:
+        return request
+    asked = np.zeros(int(holding.max()) + 1, bool)
+    asked[asking] = True
+    return request | (grouped & asked[np.where(grouped, holding, 0)])
+
+
 def _apply_sign_policy(
     value: np.ndarray, cell: np.ndarray, policy: NegativePolicy, refuse_negative: bool
 ) -> np.ndarray:
@@ -346,6 +373,7 @@ def from_contributions(
         return _weighted(
             n_cells, cell, value, weight, weights_mode, depth, negative, refuse_negative, scale
         )
+    request = asked_by_holding(holding, request)
     return _in_blocks(
         n_cells, cell, value, holding, waiver, request, scale, depth, negative, refuse_negative
     )

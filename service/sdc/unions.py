@@ -269,19 +269,64 @@ def _union_of_contributions(weight: sp.csr_matrix, source: UnionSource) -> Magni
     assert c is not None  # called only for cells with raw contributions
     agg, w, src = spread(weight, source)
     pick = lambda a: None if a is None else np.asarray(a)[src]
+    value = np.asarray(c.value)[src]
+    holding, waiver, request = pick(c.holding), pick(c.waiver), pick(c.request)
+    if ruleset.negative.uses_absolute_values and holding is not None:
+        agg, value, w, holding, waiver, request = _absolute_per_cell(
+            agg, np.asarray(c.cell)[src], value, w, holding, waiver, request
+        )
     return magnitudes.from_contributions(
         weight.shape[0],
         agg,
-        np.asarray(c.value)[src],
-        holding=pick(c.holding),
+        value,
+        holding=holding,
         weight=pick(c.weight),
-        waiver=pick(c.waiver),
-        request=pick(c.request),
+        waiver=waiver,
+        request=request,
         weights_mode=c.weights_mode,
         depth=ruleset.depth,
         negative=ruleset.negative,
         refuse_negative=ruleset.has_concentration_rule,
         scale=w,
+    )
+
+
+def _absolute_per_cell(agg, cell, value, scale, holding, waiver, request):
+    """A holding's contributions to each member cell netted and made absolute before they
+    add up across the cells: ``X_A^r = sum_i |lambda_i x_i^r|`` (seed 002 section 5),
+    ``x_i^r`` the holding's contribution to cell ``i`` (seed 000, Holdings). Summed across
+    the cells first, +100 in one cell and -80 in another read as 20 where the seed reads
+    180, and the union was called safe that the aggregation check's MIP, which reads the
+    seed's sum, found sensitive (a helper's campaign, 2026-11-27). The holding waived in
+    a cell if all its contributions there did, and asked if any did (as within a cell).
+    Only the negative-value modes that read absolute values need this: otherwise every
+    contribution is at least 0 (or shifted to be). ``scale`` (the member's ``|lambda_i|``)
+    is one number per aggregation and cell, so it is netted out and kept."""
+    grouped = holding >= 0
+    if not grouped.any():
+        return agg, value, scale, holding, waiver, request
+    keys = np.stack([agg[grouped], cell[grouped], holding[grouped]])
+    first, inverse = np.unique(keys, axis=1, return_index=True, return_inverse=True)[1:]
+    inverse = inverse.ravel()
+    k = len(first)
+    pooled = np.abs(np.bincount(inverse, weights=value[grouped], minlength=k))
+    at = np.flatnonzero(grouped)[first]
+    alone = ~grouped
+
+    def flags(column, rule):
+        if column is None:
+            return None
+        counted = np.bincount(inverse, weights=column[grouped], minlength=k)
+        sizes = np.bincount(inverse, minlength=k)
+        return np.concatenate([column[alone], rule(counted, sizes)])
+
+    return (
+        np.concatenate([agg[alone], agg[at]]),
+        np.concatenate([value[alone], pooled]),
+        np.concatenate([scale[alone], scale[at]]),
+        np.concatenate([holding[alone], holding[at]]),
+        flags(waiver, lambda n, size: n == size),
+        flags(request, lambda n, size: n > 0),
     )
 
 

@@ -70,7 +70,9 @@ Readings
   with the second search of :func:`_searches`).
 * A sensitive cell whose protection levels are both 0 (frequency rules without a range)
   must at least not be disclosed exactly: it is given an upper level of
-  ``1e-4 max(1, |a_i|)``, above the audit's exactness tolerance.
+  ``1e-4 max(1, |a_i|)``, above the audit's exactness tolerance. Moving downwards is as
+  good: the audit asks only that its interval not be a point, and ``exact`` checks and
+  cuts the interval's width (:func:`.lps.misses`), so its optimum is over either way.
 * Protection levels beyond the a-priori range (``LPL_i > a_i - lb_i``) are capped at it:
   no pattern can leave an intruder less certain than the bounds already do.
 * Unbounded room (``ub = inf``) is capped at ``2 max |a| + max UPL``: an intruder's room can

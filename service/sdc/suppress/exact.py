@@ -55,7 +55,7 @@ from ..aggregations import Deviations, atom_map
 from ..highs import Outcome
 from ..unions import UnionSource, judge
 from .fast import check_pattern, log, protect_aggregations, remove_superfluous, trim
-from .lps import Attacker, Cheapest, unprotected
+from .lps import Attacker, Cheapest, misses, unprotected
 from .problem import SearchProblem, requirements
 
 #: Cut coefficients below this share of the right-hand side are folded into it (a
@@ -594,7 +594,14 @@ def _repair(
                 found = att.support() if np.isfinite(value) else np.arange(len(y))
             else:
                 if master is not None:
-                    master.cut(att, [(i, sense, level, prices)], y.astype(float))
+                    # A cell that may move either way is short only if its width is.
+                    missed = (
+                        (i, sense, level, prices)
+                        if p.width[i] <= 0
+                        else misses(att, p, i, sense, level)[0]
+                    )
+                    if missed is not None:
+                        master.cut(att, [missed], y.astype(float))
                 found, outcome = cheapest.support(i, sense, level, y, p.room_up, p.room_down)
                 if outcome != "optimal":
                     return None

@@ -215,9 +215,14 @@ class Attacker:
         moved = np.abs(z) > 1e-9 * max(1.0, np.abs(z).max(initial=0.0))
         return self.cols[moved], z[moved]
 
-    def cut(self, i: int, sense: float, prices: np.ndarray, y: np.ndarray) -> np.ndarray:
+    def cut(self, i: int, sense: float, prices, y: np.ndarray) -> np.ndarray:
         """Coefficients of the capacity cut for cell ``i``: of the two sign conventions of
-        the row prices, the one whose bound is tightest at ``y`` (both are valid)."""
+        the row prices, the one whose bound is tightest at ``y`` (both are valid). Direction
+        0 (:func:`misses`): ``prices`` of the upward and the downward attack, the sum of
+        their cuts, which bounds the interval's width."""
+        if sense == 0:
+            up, down = prices
+            return self.cut(i, 1.0, up, y) + self.cut(i, -1.0, down, y)
 
         def coefficients(g: np.ndarray) -> np.ndarray:
             r = -(self.p.a.T @ g)
@@ -760,14 +765,47 @@ class Boxes:
         return np.ravel_multi_index(grid, self.shape).ravel()
 
 
+def misses(att: Attacker, p: SearchProblem, i: int, sense: float, level: float):
+    """Whether the pattern set in ``att`` misses the requirement ``(i, sense, level)``:
+    ``(missed requirement or None, outcome)``, the missed one as ``(cell, direction,
+    level, prices)``.
+
+    A cell that need only not be disclosed exactly (``p.width``: its own levels are 0,
+    README "Secondary suppression") is protected by any interval at least that wide,
+    whichever way it reaches: the search asks it upwards, but moving only downwards is
+    as good (seed 003 B.2.a.iii: what the audit flags is exact disclosure). It misses
+    when ``max z_i + max(-z_i)``, the interval's width, falls short; then its direction
+    is 0 and its prices are those of both attacks, whose capacity cuts add up to a cut
+    valid for every pattern that meets the width (:meth:`Attacker.cut`). Until
+    2026-11-27 exact proved optimal the cheapest pattern that moves such a cell upwards:
+    6 cells on a 2x2 table where the 4 leaves, moving it downwards, are audited safe
+    (a helper's campaign, ``tests/test_exact_claims.py``)."""
+    width = p.width[i]
+    up, prices, outcome = att.reach(i, 1.0 if width > 0 else sense)
+    if outcome != "optimal":
+        return None, outcome
+    if width <= 0:
+        met = highs.reaches(up, level, p.values[i])
+        return (None if met else (i, sense, level, prices)), outcome
+    if highs.reaches(up, width, p.values[i]):
+        return None, outcome
+    down, down_prices, outcome = att.reach(i, -1.0)
+    if outcome != "optimal":
+        return None, outcome
+    if highs.reaches(up + down, width, p.values[i]):
+        return None, outcome
+    return (i, 0.0, width, (prices, down_prices)), outcome
+
+
 def unprotected(att: Attacker, p: SearchProblem, y: np.ndarray):
-    """The requirements the pattern ``y`` misses: (cell, direction, level, prices)."""
+    """The requirements the pattern ``y`` misses (:func:`misses`): (cell, direction,
+    level, prices)."""
     att.set_pattern(y)
     missing = []
     for i, sense, level in requirements(p):
-        value, prices, outcome = att.reach(i, sense)
+        missed, outcome = misses(att, p, i, sense, level)
         if outcome != "optimal":
             return None, outcome
-        if not highs.reaches(value, level, p.values[i]):
-            missing.append((i, sense, level, prices))
+        if missed is not None:
+            missing.append(missed)
     return missing, "optimal"

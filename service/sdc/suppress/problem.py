@@ -75,6 +75,9 @@ class SearchProblem:
     lower_bounds: np.ndarray
     upper_bounds: np.ndarray
     deadline: float
+    # The width of interval asked of a sensitive cell whose own levels are 0 (0 for the
+    # others): it must only not be disclosed exactly, which a move either way does.
+    width: np.ndarray
 
 
 def requirements(p: SearchProblem) -> list[tuple[int, float, float]]:
@@ -271,6 +274,9 @@ def prepare(
         j = int(np.flatnonzero(~np.isfinite(x))[0])
         raise InputError("cell values must be finite numbers", field="values", cell=j)
     floor = MIN_LEVEL_RTOL * np.maximum(1.0, np.abs(x))
+    # The audit's levels: a cell with none need only not be disclosed exactly, up or down.
+    own_up, own_down = reachable_levels(x, upl, lpl, lb, ub)
+    either = sens & (own_up <= 0) & (own_down <= 0)
     upl = np.where(sens & (upl + lpl < floor), np.maximum(upl, floor), upl)
     cap = 2.0 * np.abs(x).max(initial=0.0) + upl.max(initial=0.0) + 1.0
     room_up = np.minimum(ub - x, cap)
@@ -291,7 +297,13 @@ def prepare(
     # information (module :mod:`service.sdc.suppress`, Readings).
     zeros_inform = table.conditions is not None and len(table.conditions) > 0
     allowed = ~forbidden & ((x != 0) | zeros_inform)
-    audited = replace(table, upper_protection=upl, lower_protection=lpl)
+    # The search asks such a cell upwards (one direction per requirement); the audit and
+    # exact's optimality take either (:func:`.lps.misses`).
+    audited = replace(
+        table,
+        upper_protection=np.where(either, own_up, upl),
+        lower_protection=np.where(either, own_down, lpl),
+    )
     # The search's own requirements for seed 001's dominance conditions (count tables):
     # a cell of the rest of the flagged cell's row to hide and raise (the audit decides).
     rest, rise = condition_requirements(table, forbidden)
@@ -319,6 +331,7 @@ def prepare(
         lb,
         ub,
         deadline,
+        np.where(either, np.minimum(floor, ub - lb), 0.0),
     )
     if conditions_escaped is not None:
         p.forced = p.forced | condition_supports(p, conditions_escaped)

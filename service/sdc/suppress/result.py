@@ -14,6 +14,7 @@ import numpy as np
 from .. import highs
 from ..audit import PatternAudit, audit_pattern
 from .fast import UNSETTLED
+from .lps import misses
 
 
 @dataclass(frozen=True)
@@ -165,10 +166,10 @@ def finish(
                     # the limit, a campaign's chain hierarchies, h51).
                     unchecked.add(i)
                     continue
-                value, _, outcome = att.reach(i, sense)
+                missed, outcome = misses(att, p, i, sense, level)
                 if outcome != "optimal":
                     unchecked.add(i)
-                elif not highs.reaches(value, level, p.values[i]):
+                elif missed is not None:
                     short.add(i)
         unchecked -= short
         cells = short | unchecked
