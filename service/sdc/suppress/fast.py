@@ -453,9 +453,12 @@ def protect_aggregations(
                 continue
             used, outcome = cheapest.support(anchor, 1.0, level, y, room, room)
             if outcome == "infeasible":
+                # The level is the screen's sufficient condition (partners, holdings'
+                # lift), not a proof that no pattern protects the cell: say only that.
                 return None, (
-                    f"cell {anchor} cannot be protected against aggregations of "
-                    "suppressed cells with the cells allowed as complements"
+                    f"cell {anchor}: no complement among the cells allowed meets the "
+                    "aggregation screen's requirement (a sufficient condition for safety "
+                    "against aggregations of suppressed cells, not a necessary one)"
                 )
             if outcome != "optimal":
                 return None, (
