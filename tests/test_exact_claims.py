@@ -84,6 +84,28 @@ def _audit(client, dims, cells, rules, hidden):
     return r.json()
 
 
+def _exact_claims_hold(client, dims, cells, rules, cheaper):
+    """``cheaper`` is a safe pattern (by /v1/audit); exact's lower bound must not exceed
+    its cost, nor its cost when exact says ``optimal`` (cost unity)."""
+    audit = _audit(client, dims, cells, rules, cheaper)
+    assert audit["verdict"] == "safe", audit["reasons"]
+    body = {
+        "structure": {"dimensions": dims},
+        "cells": cells,
+        "rules": rules,
+        "method": "exact",
+        "cost": "unity",
+        "time_limit": 20,
+    }
+    r = client.post("/v1/suppress", json=body)
+    assert r.status_code == 200, r.text
+    j = r.json()
+    assert j["safe"] and j["audit"]["verdict"] == "safe"
+    assert j["solver"]["lower_bound"] <= len(cheaper), j["solver"]
+    if j["solver"]["status"] == "optimal":
+        assert j["loss"]["cost"] <= len(cheaper), (j["loss"], j["solver"])
+
+
 def test_exact_optimal_with_a_cheaper_safe_pattern(client):
     """2x3 table, p%-rule p = 20, cost unity. Sensitive: a0,b1 (150 alone), a1,b0 (150
     + 5), a1,b2 (150 + 2), and the margins Total,b1, Total,b2, a1,Total. `exact` answers
@@ -104,23 +126,7 @@ def test_exact_optimal_with_a_cheaper_safe_pattern(client):
         ("a1", "b0"),
         ("a1", "b2"),
     }
-    audit = _audit(client, DIMS_2x3, CELLS_OPT, rules, cheaper)
-    assert audit["verdict"] == "safe", audit["reasons"]
-    body = {
-        "structure": {"dimensions": DIMS_2x3},
-        "cells": CELLS_OPT,
-        "rules": rules,
-        "method": "exact",
-        "cost": "unity",
-        "time_limit": 20,
-    }
-    r = client.post("/v1/suppress", json=body)
-    assert r.status_code == 200, r.text
-    j = r.json()
-    assert j["safe"]
-    assert j["solver"]["lower_bound"] <= len(cheaper), j["solver"]
-    if j["solver"]["status"] == "optimal":
-        assert j["loss"]["cost"] <= len(cheaper), (j["loss"], j["solver"])
+    _exact_claims_hold(client, DIMS_2x3, CELLS_OPT, rules, cheaper)
 
 
 def test_exact_says_no_safe_pattern_where_fast_finds_one(client):
@@ -171,20 +177,4 @@ def test_exact_optimal_where_a_cell_need_only_not_be_disclosed(client):
     4-cell pattern is the optimum here."""
     rules = {"rules": [{"type": "frequency", "n": 3}], "zero_cells": "sensitive"}
     cheaper = {("r0", "c0"), ("r1", "c0"), ("r0", "c1"), ("r1", "c1")}
-    audit = _audit(client, DIMS_2x2, CELLS_EITHER, rules, cheaper)
-    assert audit["verdict"] == "safe", audit["reasons"]
-    body = {
-        "structure": {"dimensions": DIMS_2x2},
-        "cells": CELLS_EITHER,
-        "rules": rules,
-        "method": "exact",
-        "cost": "unity",
-        "time_limit": 20,
-    }
-    r = client.post("/v1/suppress", json=body)
-    assert r.status_code == 200, r.text
-    j = r.json()
-    assert j["safe"] and j["audit"]["verdict"] == "safe"
-    assert j["solver"]["lower_bound"] <= len(cheaper), j["solver"]
-    if j["solver"]["status"] == "optimal":
-        assert j["loss"]["cost"] <= len(cheaper), (j["loss"], j["solver"])
+    _exact_claims_hold(client, DIMS_2x2, CELLS_EITHER, rules, cheaper)
