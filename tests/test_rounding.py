@@ -7,9 +7,11 @@ import itertools
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from service.sdc import highs
 from service.sdc.problem import TableProblem
 from service.sdc.rounding import (
     audit_rounding,
@@ -465,3 +467,43 @@ def test_least_rounding_claims_hold_against_brute_force(client, seed):
             if cell["protected"]:
                 assert hi - x >= 0.99 * level and x - lo >= 0.99 * min(level, x), (body, cell)
                 assert lo <= cell["interval"][0] and cell["interval"][1] <= hi
+
+
+def test_a_stopped_simplex_lends_no_point():
+    # min x1 + x2, x1 + x2 >= 1: a run stopped before its first iteration is at x = 0,
+    # which HiGHS marks infeasible; it is no point of the model.
+    h = highs.model(
+        [1.0, 1.0], [0, 0], [10, 10], sp.csr_matrix([[1.0, 1.0]]), [1.0], [np.inf],
+        presolve="off", simplex_strategy=4,
+    )  # fmt: skip
+    h.setOptionValue("simplex_iteration_limit", 0)
+    h.run()
+    assert h.getInfo().primal_solution_status == 1
+    assert not highs.has_point(h)
+
+
+def test_least_audit_takes_no_point_from_a_solve_stopped_early(monkeypatch):
+    # A 3x2 table, base 5, levels 40%: b,x = 6 is published as 10 and the box (every
+    # table within 5) already has it at 5 or more, short of its lower level (6 - 2.4).
+    # With every LP after the third stopped after one simplex iteration (as a time limit
+    # can stop one in its first phase), the least tables took the stopped runs' points,
+    # infeasible ones, and called b,x protected by [3.6, 8.96].
+    t = Table([Hierarchy.flat("r", ["a", "b", "c"]), Hierarchy.flat("c", ["x", "y"])])
+    leaves = {("a", "x"): 2, ("a", "y"): 8, ("b", "x"): 6, ("b", "y"): 2, ("c", "x"): 7}
+    x = table_of(t, {**leaves, ("c", "y"): 14})
+    r = controlled_rounding(t, x, 5, time_limit=10).rounded
+    p = TableProblem.of(t, x, np.ones(t.n_cells, bool), 0.4 * x, 0.4 * x)
+    bx = list(audit_rounding(p, r, 5, time_limit=10, least=True).cells).index(
+        t.cell_index(("b", "x"))
+    )
+    limit, runs = highs.Clock.limit, [0]
+
+    def stopping(self, h, remaining):
+        limit(self, h, remaining)
+        runs[0] += 1
+        if runs[0] > 3:
+            h.setOptionValue("simplex_iteration_limit", 1)
+
+    monkeypatch.setattr(highs.Clock, "limit", stopping)
+    a = audit_rounding(p, r, 5, time_limit=10, least=True)
+    assert a.status != "optimal" and not a.protection.protected[bx]
