@@ -7,9 +7,11 @@ import itertools
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from service.sdc import highs
 from service.sdc.problem import TableProblem
 from service.sdc.rounding import (
     audit_rounding,
@@ -465,3 +467,113 @@ def test_least_rounding_claims_hold_against_brute_force(client, seed):
             if cell["protected"]:
                 assert hi - x >= 0.99 * level and x - lo >= 0.99 * min(level, x), (body, cell)
                 assert lo <= cell["interval"][0] and cell["interval"][1] <= hi
+
+
+def test_a_stopped_simplex_lends_no_point():
+    # min x1 + x2, x1 + x2 >= 1: a run stopped before its first iteration is at x = 0,
+    # which HiGHS marks infeasible; it is no point of the model.
+    h = highs.model(
+        [1.0, 1.0], [0, 0], [10, 10], sp.csr_matrix([[1.0, 1.0]]), [1.0], [np.inf],
+        presolve="off", simplex_strategy=4,
+    )  # fmt: skip
+    h.setOptionValue("simplex_iteration_limit", 0)
+    h.run()
+    assert h.getInfo().primal_solution_status == 1
+    assert not highs.has_point(h)
+
+
+def test_least_audit_takes_no_point_from_a_solve_stopped_early(monkeypatch):
+    # A 3x2 table, base 5, levels 40%: b,x = 6 is published as 10 and the box (every
+    # table within 5) already has it at 5 or more, short of its lower level (6 - 2.4).
+    # With every LP after the third stopped after one simplex iteration (as a time limit
+    # can stop one in its first phase), the least tables took the stopped runs' points,
+    # infeasible ones, and called b,x protected by [3.6, 8.96].
+    t = Table([Hierarchy.flat("r", ["a", "b", "c"]), Hierarchy.flat("c", ["x", "y"])])
+    leaves = {("a", "x"): 2, ("a", "y"): 8, ("b", "x"): 6, ("b", "y"): 2, ("c", "x"): 7}
+    x = table_of(t, {**leaves, ("c", "y"): 14})
+    r = controlled_rounding(t, x, 5, time_limit=10).rounded
+    p = TableProblem.of(t, x, np.ones(t.n_cells, bool), 0.4 * x, 0.4 * x)
+    bx = list(audit_rounding(p, r, 5, time_limit=10, least=True).cells).index(
+        t.cell_index(("b", "x"))
+    )
+    limit, runs = highs.Clock.limit, [0]
+
+    def stopping(self, h, remaining):
+        limit(self, h, remaining)
+        runs[0] += 1
+        if runs[0] > 3:
+            h.setOptionValue("simplex_iteration_limit", 1)
+
+    monkeypatch.setattr(highs.Clock, "limit", stopping)
+    a = audit_rounding(p, r, 5, time_limit=10, least=True)
+    assert a.status != "optimal" and not a.protection.protected[bx]
+
+
+def _least_reach_1d(rounded, base: float) -> tuple[np.ndarray, np.ndarray]:
+    """Reference, independent of the service: each cell's least and greatest value over
+    the real tables ``(leaves..., Total)`` >= 0 within ``base`` of ``rounded`` (closed)
+    whose least zero-restricted additive rounding ``rounded`` is. Each cell's side of its
+    rounded value (below, at, above) fixes the multiples it may round to and makes every
+    rounding's total deviation linear, so per choice of sides those tables are a
+    polyhedron: LPs per choice of sides (scipy's linprog)."""
+    from scipy.optimize import linprog
+
+    r = np.asarray(rounded, float)
+    n = r.size
+    add = np.r_[np.ones(n - 1), -1.0][None, :]  # the leaves add up to the total
+    lo, hi = np.full(n, np.inf), np.full(n, -np.inf)
+    for sides in itertools.product((-1, 0, 1), repeat=n):
+        s = np.asarray(sides, float)
+        # Adjacent multiples: itself when at it, else it and the one on that side.
+        options = [(r[k],) if s[k] == 0 else (r[k], r[k] + s[k] * base) for k in range(n)]
+        # |q_k - x_k| = sign_k (x_k - q_k): +1 where q_k is r_k (x_k on side s_k of it)
+        # times s_k, and -s_k where q_k is the multiple past x_k.
+        rows, rhs = [], []
+        for alt in map(np.asarray, itertools.product(*options)):
+            if abs(alt[:-1].sum() - alt[-1]) > 1e-9 or np.array_equal(alt, r):
+                continue
+            sign = np.where(alt == r, s, -s)
+            rows.append(s - sign)  # dev(r, x) <= dev(alt, x)
+            rhs.append(s @ r - sign @ alt)
+        bounds = [
+            (r[k], r[k]) if s[k] == 0 else tuple(sorted((max(0.0, r[k] + s[k] * base), r[k])))
+            for k in range(n)
+        ]
+        for cell, direction in itertools.product(range(n), (1.0, -1.0)):
+            c = np.zeros(n)
+            c[cell] = direction
+            res = linprog(
+                c, A_ub=np.array(rows) if rows else None, b_ub=rhs or None,
+                A_eq=add, b_eq=[0.0], bounds=bounds, method="highs",
+            )  # fmt: skip
+            if res.status == 2:
+                break  # no table with these sides
+            lo[cell], hi[cell] = min(lo[cell], res.x[cell]), max(hi[cell], res.x[cell])
+    return lo, hi
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_least_rounding_of_magnitudes_holds_against_reference(seed):
+    # Real-valued 1-D tables, every cell sensitive (their least tables come from
+    # first-order LP solves, which a count table's MIP does not use): a cell called
+    # protected has its levels met within the reference's reach over every real table
+    # whose least rounding the published one is, and its interval lies within that reach.
+    rng = np.random.default_rng(seed)
+    t = Table([Hierarchy.flat("r", ["a", "b", "c"])])
+    order = [t.cell_index((k,)) for k in ("a", "b", "c", "Total")]
+    for _ in range(4):
+        base = float(rng.integers(2, 8))
+        leaves = np.round(rng.uniform(0, 3 * base, size=3), 2)
+        x = table_of(t, dict(zip([("a",), ("b",), ("c",)], leaves)))
+        level = float(rng.choice([0.1, 0.3, 0.5]))
+        r = controlled_rounding(t, x, base, time_limit=10).rounded
+        p = TableProblem.of(t, x, np.ones(t.n_cells, bool), level * x, level * x)
+        a = audit_rounding(p, r, base, time_limit=10, least=True)
+        assert a.status == "optimal" and a.certified.all()
+        reach_lo, reach_hi = _least_reach_1d(r[order], base)
+        for i, cell in enumerate(a.cells.tolist()):
+            lo, hi, v = reach_lo[order.index(cell)], reach_hi[order.index(cell)], x[cell]
+            assert lo <= v + 1e-9 and v <= hi + 1e-9  # the true table is one of them
+            if a.protection.protected[i]:
+                assert lo - 1e-6 <= a.lower[i] and a.upper[i] <= hi + 1e-6, (x, r, cell)
+                assert hi - v >= 0.999 * level * v and v - lo >= 0.999 * level * v, (x, r)

@@ -488,8 +488,10 @@ def describe(h: highspy.Highs) -> str:
 
 
 def has_point(h: highspy.Highs) -> bool:
-    """Whether the last run left a feasible primal point (a MIP stopped early may)."""
-    return bool(h.getInfo().primal_solution_status)
+    """Whether the last run left a feasible primal point (a MIP stopped early may). An
+    LP's simplex stopped by a limit in its first phase, or a first-order run stopped
+    early, leaves a point HiGHS marks infeasible (status 1): not a point of the model."""
+    return h.getInfo().primal_solution_status == int(highspy.SolutionStatus.kSolutionStatusFeasible)
 
 
 def reaches(reached, level, value=0.0, rtol: float = FEASIBILITY_RTOL):
