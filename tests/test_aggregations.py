@@ -1728,6 +1728,52 @@ def test_screen_with_holdings_across_cells_agrees_with_the_mip_and_brute_force(d
     assert not found, found[:3]
 
 
+def test_screen_lifts_the_anchor_at_a_cell_held_by_a_holding_across_cells():
+    """SPANNING_ALLOWANCE item 5 pinned on one table (the property test above finds its
+    need about once in 500 examples): holding 1 is the whole of n1,b, n1,c and n2,c and
+    part of n1,a, n2,a and s1,c; under the p%-rule (p = 10) with every cell hidden but
+    T,T, S,T and s1,T, the MIP finds a sensitive aggregation. The screen lowers those
+    cells' costs below 0 by holding 1's pieces; without the anchor's lift by them its
+    bound proves the group and it said `safe` (found by the property test with the lift
+    removed, 2026-11-28)."""
+    t = Table(
+        [
+            Hierarchy.from_children("r", {"T": ["N", "S"], "N": ["n1", "n2"], "S": ["s1"]}),
+            Hierarchy.flat("c", ["a", "b", "c"], "T"),
+        ]
+    )
+    leaves = {
+        ("n1", "a"): [300.0, 100.0],
+        ("n1", "b"): [10.0],
+        ("n1", "c"): [300.0],
+        ("n2", "a"): [300.0, 1.0],
+        ("n2", "b"): [10.0, 1.0, 300.0],
+        ("n2", "c"): [300.0],
+        ("s1", "a"): [100.0, 10.0],
+        ("s1", "b"): [300.0, 3.0],
+        ("s1", "c"): [3.0, 30.0, 3.0, 300.0, 100.0, 3.0],
+    }
+    holdings = {
+        ("n1", "a"): [1, 2],
+        ("n1", "b"): [1],
+        ("n1", "c"): [1],
+        ("n2", "a"): [1, None],
+        ("n2", "b"): [None, None, None],
+        ("n2", "c"): [1],
+        ("s1", "a"): [2, None],
+        ("s1", "b"): [None, None],
+        ("s1", "c"): [None, None, None, 1, 1, 1],
+    }
+    case = Case(t, leaves, PPercent(10.0), holdings)
+    published = {("T", "T"), ("S", "T"), ("s1", "T")}
+    suppressed = np.array([t.key(c) not in published for c in range(t.n_cells)])
+    with pytest.MonkeyPatch.context() as mp:
+        _without_screen(mp)
+        assert case.check(suppressed).status == "sensitive"
+    screened = check_aggregations(case.t, case.values, suppressed, case.source, screen_only=True)
+    assert screened.status != "safe"
+
+
 # -- frequency rules under fractional replicate weights (POOLED_PROOF, step 5) ---------
 
 
