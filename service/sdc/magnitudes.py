@@ -20,7 +20,9 @@ Readings of the seeds chosen here (each is documented where it is implemented):
   that asked for protection, and a holding is one enterprise, so a holding's request,
   sent with any of its contributions, holds for all of them in every cell
   (:func:`asked_by_holding`). A waiver authorises the publication of one aggregate (seed
-  000, "Waivers") and stays with its cell.
+  000, "Waivers") and stays with its cell, not spreading to the holding's other cells;
+  margins pooled from leaves carry their contributions' waivers (README, "Holdings and
+  waivers": the margin hides the respondent at least as well as the leaf it authorised).
 * Waivers (seed 000, "Waivers"): ``s`` is the largest respondent without a waiver, ``r``
   the largest respondent other than ``s``; the rules read ``x_s, x_r`` in place of
   ``x_1, x_2``, then the remaining respondents in decreasing order.
