@@ -999,3 +999,28 @@ def test_frequency_range_is_a_share_of_the_value_of_a_summarised_cell(client):
         levels.append((a0_cell["upper_protection"], a0_cell["lower_protection"]))
     assert levels[0] == pytest.approx((34.0, 34.0))
     assert levels[1] == pytest.approx(levels[0])
+
+
+def test_count_levels_are_capped_at_whole_number_bounds(client):
+    """A count with the a-priori lower bound 1.5 is known to be at least 2 (an intruder
+    knows counts are whole numbers), so a count of 2 there needs no lower protection: the
+    level is capped at the whole-number range (seed 002 section 3, the interval lies within
+    the a-priori bounds). A campaign (h70): the cap read the bound 1.5, left a level of 0.5
+    that no whole table meets, and called every pattern unsafe (suppression: no pattern)."""
+    values = {("a", "x"): 2, ("a", "y"): 5, ("b", "x"): 5, ("b", "y"): 4}
+    body = {
+        "structure": {
+            "dimensions": [{"name": "r", "leaves": ["a", "b"]}, {"name": "s", "leaves": ["x", "y"]}]
+        },
+        "cells": [{"key": list(k), "value": v, "suppressed": True} for k, v in values.items()],
+        "counts": {"threshold": 3, "range": 50},
+    }
+    body["cells"][0]["lower_bound"] = 1.5
+    reply = client.post("/v1/audit", json=body).json()
+    cell = reply["cells"][0]
+    assert cell["interval"] == [2.0, 7.0] and cell["lower_protection"] == 0.0
+    assert cell["protected"] and reply["verdict"] == "safe", reply["reasons"]
+    for c in body["cells"]:
+        del c["suppressed"]
+    reply = client.post("/v1/suppress", json={**body, "method": "fast"}).json()
+    assert reply["safe"] and reply["audit"]["verdict"] == "safe", reply["solver"]

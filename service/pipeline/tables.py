@@ -340,6 +340,7 @@ class TableInputs:
             self.lower_protection,
             self.lower_bounds,
             self.upper_bounds,
+            self.integral,
         )
 
     def scale_offset(self) -> np.ndarray:

@@ -28,7 +28,15 @@ from . import highs
 from .aggregations import AggregationCheck, check_aggregations
 from .errors import InputError
 from .highs import Outcome
-from .problem import RuleConditions, TableProblem, bounds, relations_of, whole_above
+from .problem import (
+    WHOLE_ATOL,
+    RuleConditions,
+    TableProblem,
+    bounds,
+    relations_of,
+    whole_above,
+    whole_bounds,
+)
 from .table import LinkedTables
 from .unions import UnionCheck
 
@@ -307,7 +315,7 @@ def feasibility_intervals(
     rhs = rhs_all[active]
     lb, ub = p.lower[cells], p.upper[cells]
     if integral:
-        lb, ub = _whole_bounds(lb, ub)
+        lb, ub = whole_bounds(lb, ub)
     # Inner bounds from whole tables (see Notes): the hidden values, if a table, moved
     # along hypercubes.
     witness = None
@@ -553,18 +561,9 @@ def _cover_completion(a, values, lower, upper, tolerance, seconds) -> np.ndarray
     return np.where(known, values, np.round(np.asarray(h.getSolution().col_value)))
 
 
-def _whole_bounds(lb: np.ndarray, ub: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """A-priori bounds of whole numbers: ``ceil(lb)``, ``floor(ub)`` (up to round-off)."""
-    slack = _WHOLE_ATOL * np.maximum(1.0, np.abs(lb))
-    lo = np.where(np.isfinite(lb), np.ceil(lb - slack), lb)
-    slack = _WHOLE_ATOL * np.maximum(1.0, np.abs(ub))
-    hi = np.where(np.isfinite(ub), np.floor(ub + slack), ub)
-    return lo, hi
-
-
 def _is_whole_each(x: np.ndarray) -> np.ndarray:
     """Which values are whole numbers, up to the solver's precision."""
-    return np.abs(x - np.round(x)) <= _WHOLE_ATOL * np.maximum(1.0, np.abs(x))
+    return np.abs(x - np.round(x)) <= WHOLE_ATOL * np.maximum(1.0, np.abs(x))
 
 
 def _whole_table(v, lb, ub, a, x, rhs, tolerance: float) -> bool:
@@ -575,17 +574,13 @@ def _whole_table(v, lb, ub, a, x, rhs, tolerance: float) -> bool:
     v = np.asarray(v, np.float64)
     if not (np.isfinite(v).all() and (_is_whole_each(v) & (v >= lb) & (v <= ub)).all()):
         return False
-    allowed = tolerance + _WHOLE_ATOL * np.maximum(1.0, abs(a) @ np.abs(x))
+    allowed = tolerance + WHOLE_ATOL * np.maximum(1.0, abs(a) @ np.abs(x))
     return bool((np.abs(a @ x - rhs) <= allowed).all())
 
 
 def _is_whole(x: np.ndarray) -> bool:
     """Whether a solution is a table of whole numbers, up to the solver's precision."""
     return bool(_is_whole_each(x).all())
-
-
-#: Relative distance from a whole number within which a solution's value counts as whole.
-_WHOLE_ATOL = 1e-6
 
 
 def _bound_group(
@@ -703,10 +698,10 @@ def _inner_group(block, rhs, tolerance, lb, ub, deadline, values, w_lo, w_hi, le
     # The LP's bounds rounded inwards (an unbounded LP has unbounded whole tables: its
     # rational ray, scaled, is a whole move).
     out_lo = np.where(
-        np.isfinite(lp_lo), np.ceil(lp_lo - _WHOLE_ATOL * np.maximum(1.0, np.abs(lp_lo))), lp_lo
+        np.isfinite(lp_lo), np.ceil(lp_lo - WHOLE_ATOL * np.maximum(1.0, np.abs(lp_lo))), lp_lo
     )
     out_hi = np.where(
-        np.isfinite(lp_hi), np.floor(lp_hi + _WHOLE_ATOL * np.maximum(1.0, np.abs(lp_hi))), lp_hi
+        np.isfinite(lp_hi), np.floor(lp_hi + WHOLE_ATOL * np.maximum(1.0, np.abs(lp_hi))), lp_hi
     )
     sens, upl, lowl = levels
 
@@ -779,7 +774,7 @@ class _WholeTables:
         bound ``lp_value``; ``seen_lo``/``seen_hi``: the extremes of the whole tables seen
         (updated in place with every table found). Returns (bound, None) or (None, why
         it is not proven)."""
-        slack = _WHOLE_ATOL * max(1.0, abs(lp_value))
+        slack = WHOLE_ATOL * max(1.0, abs(lp_value))
         # For sense > 0 the least value lies in [near, far], far met by a table seen
         # (mirrored for sense < 0); the first probe is the LP's bound rounded inwards,
         # which a table usually meets, then the bisection.
@@ -1259,7 +1254,7 @@ def _fires_everywhere(problem: TableProblem, hidden_mask, which, deadline, mip=T
     inc, rhs = a_h[active], rhs_all[active]
     lb, ub = problem.lower_bounds[hidden], problem.upper_bounds[hidden]
     if problem.integral:
-        lb, ub = _whole_bounds(lb, ub)
+        lb, ub = whole_bounds(lb, ub)
     label = np.zeros(len(hidden), np.int64)
     if len(hidden):
         # Components of the bipartite graph hidden cells <-> relations, linear in the

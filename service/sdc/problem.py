@@ -179,9 +179,27 @@ def relations_of(structure) -> sp.csr_matrix:
     return a
 
 
-def reachable_levels(values, upper, lower, lower_bounds, upper_bounds):
+#: Relative distance from a whole number within which a solver's value counts as whole.
+WHOLE_ATOL = 1e-6
+
+
+def whole_bounds(lb: np.ndarray, ub: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A-priori bounds of whole numbers: ``ceil(lb)``, ``floor(ub)`` (up to round-off):
+    what an intruder who knows the cells are counts (Cox 2002) knows of them."""
+    slack = WHOLE_ATOL * np.maximum(1.0, np.abs(lb))
+    lo = np.where(np.isfinite(lb), np.ceil(lb - slack), lb)
+    slack = WHOLE_ATOL * np.maximum(1.0, np.abs(ub))
+    hi = np.where(np.isfinite(ub), np.floor(ub + slack), ub)
+    return lo, hi
+
+
+def reachable_levels(values, upper, lower, lower_bounds, upper_bounds, integral=False):
     """Protection levels capped at the a-priori range: ``min(U, ub - x)`` and
     ``min(L, x - lb)``, never below 0; for the methods judged by feasibility intervals.
+    With ``integral`` (count tables) the range is that of whole numbers,
+    :func:`whole_bounds`: a count with the bound 1.5 is known to be at least 2, so a count
+    of 2 there needs no lower protection; until 2026-11-28 its level stayed 0.5, met by no
+    table of whole numbers, and every pattern was called unsafe.
 
     An intruder is never less certain than the bounds it knew before anything was
     published (seed 002 section 3: the feasibility interval lies within the a-priori
@@ -196,6 +214,10 @@ def reachable_levels(values, upper, lower, lower_bounds, upper_bounds):
     taken (:func:`service.sdc.cta.adjust`). The suppression search capped the levels and
     the service's audit did not, so ``/v1/audit`` called unsafe the pattern
     ``/v1/suppress`` returned as safe (a helper's campaign, 2026-11-27)."""
+    if integral:
+        lower_bounds, upper_bounds = whole_bounds(
+            np.asarray(lower_bounds, dtype=float), np.asarray(upper_bounds, dtype=float)
+        )
     upper = np.minimum(upper, np.maximum(upper_bounds - values, 0.0))
     lower = np.minimum(lower, np.maximum(values - lower_bounds, 0.0))
     return upper, lower

@@ -275,7 +275,7 @@ def prepare(
         raise InputError("cell values must be finite numbers", field="values", cell=j)
     floor = MIN_LEVEL_RTOL * np.maximum(1.0, np.abs(x))
     # The audit's levels: a cell with none need only not be disclosed exactly, up or down.
-    own_up, own_down = reachable_levels(x, upl, lpl, lb, ub)
+    own_up, own_down = reachable_levels(x, upl, lpl, lb, ub, table.integral)
     either = sens & (own_up <= 0) & (own_down <= 0)
     upl = np.where(sens & (upl + lpl < floor), np.maximum(upl, floor), upl)
     cap = 2.0 * np.abs(x).max(initial=0.0) + upl.max(initial=0.0) + 1.0
@@ -284,7 +284,7 @@ def prepare(
     if (room_up < 0).any() or (room_down < 0).any():
         j = int(np.flatnonzero((room_up < 0) | (room_down < 0))[0])
         raise InputError(f"cell {j} lies outside its a-priori bounds", field="lower_bounds", cell=j)
-    upl, lpl = reachable_levels(x, upl, lpl, lb, ub)
+    upl, lpl = reachable_levels(x, upl, lpl, lb, ub, table.integral)
     forbidden = np.zeros(n, bool) if forbidden is None else np.asarray(forbidden, bool)
     forced = np.zeros(n, bool) if forced is None else np.asarray(forced, bool)
     both = forbidden & (forced | sens)
@@ -314,7 +314,7 @@ def prepare(
         cells, factor = escalate
         upl[cells] *= factor
         lpl[cells] *= factor
-        upl, lpl = reachable_levels(x, upl, lpl, lb, ub)
+        upl, lpl = reachable_levels(x, upl, lpl, lb, ub, table.integral)
     np.maximum.at(upl, rest, rise)
     p = SearchProblem(
         audited,
