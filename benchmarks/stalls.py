@@ -8,8 +8,9 @@ Every body is one that Pydantic would validate in one call holding the interpret
 numbers, a hierarchy's mapping, unknown fields and many unknown keys, values of the wrong
 type, deep nesting, long strings, huge numbers, bodies of many errors, a key given twice
 in a large mapping, codes with colons, a JSON error at the end. For each it prints the
-status and the time to answer, and the longest ``/healthz`` wait meanwhile (from its
-sending to its reply; a poll is sent 10 ms after the previous reply). One server on
+status and the time to answer, the longest ``/healthz`` wait meanwhile (from its
+sending to its reply; a poll is sent 10 ms after the previous reply), and the server's
+peak resident memory while it was answered (Linux ``/proc``: reset before each body). One server on
 loopback with the default settings (32 MiB bodies) serves them all, one at a time; each
 request and poll has a timeout, so the run stops by itself.
 """
@@ -304,6 +305,19 @@ async def measure(port: int, path: str, raw: bytes) -> tuple[int, float, float, 
     return status, seconds, max(waits), reply[:160]
 
 
+def _reset_peak(pid: int) -> None:
+    """Start the server's peak resident memory afresh (Linux: ``clear_refs`` 5)."""
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
+
+
+def _peak_mib(pid: int) -> float:
+    """The server's peak resident memory since :func:`_reset_peak` (``VmHWM``), MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", type=Path, default=ROOT, help="the checkout to serve")
@@ -311,12 +325,16 @@ def main() -> None:
     parser.add_argument("--replies", action="store_true", help="print each reply's start")
     args = parser.parse_args()
     with server(root=args.root) as served:
-        print(f"{'body':<18} {'MiB':>5} {'status':>6} {'seconds':>8} {'longest /healthz':>17}")
+        print(
+            f"{'body':<18} {'MiB':>5} {'status':>6} {'seconds':>8} {'longest /healthz':>17}"
+            f" {'peak RSS MiB':>13}"
+        )
         for name, make in BODIES.items():
             if args.only and name not in args.only:
                 continue
             path, raw = make()
             mib = len(raw) / 2**20
+            _reset_peak(served.pid)
             try:
                 status, seconds, longest, reply = asyncio.run(measure(served.port, path, raw))
             except TimeoutError:
@@ -324,7 +342,9 @@ def main() -> None:
                 break
             del raw
             print(
-                f"{name:<18} {mib:>5.1f} {status:>6} {seconds:>8.2f} {longest:>16.3f}s", flush=True
+                f"{name:<18} {mib:>5.1f} {status:>6} {seconds:>8.2f} {longest:>16.3f}s"
+                f" {_peak_mib(served.pid):>13.0f}",
+                flush=True,
             )
             if args.replies:
                 print("   ", reply.decode(errors="replace"))
