@@ -158,8 +158,14 @@ class AdmissionMiddleware:
             if large:
                 self.pool.release_request()
                 # The body's cells (request.state.cells, for error replies) would live on
-                # with the connection's last request; the collector may look at the rest.
-                scope.get("state", {}).pop("cells", None)
+                # with the connection's last request. The body is freed in pieces (the
+                # reply is sent), then the collector may look at what is left.
+                state = scope.get("state", {})
+                state.pop("cells", None)
+                body = state.pop("body", None)
+                if body is not None:
+                    await collector.take_apart(body)
+                    del body
                 collector.look_again()
 
     def _paced(self, receive):
