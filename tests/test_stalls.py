@@ -18,6 +18,7 @@ from schemas.sensitivity import SensitivityRequest
 from schemas.tables import AuditRequest
 from service import collector
 from service.api import audit as audit_api
+from service.api import body_parts
 from service.api import sensitivity as sensitivity_api
 from service.app import create_app
 from service.config import Settings
@@ -199,3 +200,39 @@ def test_taking_apart_empties_every_large_container_of_a_body():
         assert len(before) >= 2
         asyncio.run(collector.take_apart(body))
         assert not any(before)
+
+
+@pytest.mark.usefixtures("served_collector")
+def test_the_parts_before_an_error_are_freed_in_pieces(monkeypatch):
+    """40,000 cells of 10 contributions whose last value is a string: the cells validated
+    in parts before it were dropped at once with the 422 (0.3-0.6 s of the loop for
+    90,000 cells in a served app, a campaign, h68); now taken apart. Measured from the
+    end of the last part's validation to the reply."""
+    monkeypatch.setattr(collector, "look_again", lambda: None)
+    body = {
+        "rules": {"rules": [{"type": "p_percent", "p": 10}]},
+        "cells": [
+            {"key": [f"c{i}"], "contributions": [{"value": v + 0.5} for v in range(10)]}
+            for i in range(40_000)
+        ],
+    }
+    model = SensitivityRequest.model_validate(body)
+    start = time.perf_counter()
+    del model
+    at_once = time.perf_counter() - start
+    body["cells"][-1]["contributions"][-1]["value"] = "9.5"
+
+    windows: list[float] = []
+    part = body_parts._Run._part
+
+    def timed(*args):
+        try:
+            return part(*args)
+        finally:
+            windows.append(time.perf_counter())
+
+    monkeypatch.setattr(body_parts._Run, "_part", timed)
+    reply, lags = lags_while(create_app(Settings()), "/v1/sensitivity", orjson.dumps(body), [])
+    assert reply.status_code == 422
+    assert reply.json()["detail"][0]["cell"] == 39_999
+    assert longest_within(lags, windows[-1], lags[-1][1]) < 0.5 * at_once, at_once
