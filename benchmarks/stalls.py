@@ -8,8 +8,9 @@ Every body is one that Pydantic would validate in one call holding the interpret
 numbers, a hierarchy's mapping, unknown fields and many unknown keys, values of the wrong
 type, deep nesting, long strings, huge numbers, bodies of many errors, a key given twice
 in a large mapping, codes with colons, a JSON error at the end. For each it prints the
-status and the time to answer, and the longest ``/healthz`` wait meanwhile (from its
-sending to its reply; a poll is sent 10 ms after the previous reply). One server on
+status and the time to answer, the longest ``/healthz`` wait meanwhile (from its
+sending to its reply; a poll is sent 10 ms after the previous reply), and the server's
+peak resident memory while it was answered (Linux ``/proc``: reset before each body). One server on
 loopback with the default settings (32 MiB bodies) serves them all, one at a time; each
 request and poll has a timeout, so the run stops by itself.
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import sys
 import time
 from collections.abc import Callable
@@ -227,6 +229,129 @@ def unclosed() -> tuple[str, bytes]:
     return "/v1/sensitivity", unknown_objects()[1][:-1]
 
 
+def _table(dimensions: list, cells: list, *more: bytes, tables: list | None = None) -> bytes:
+    """A table request (/v1/audit, /v1/suppress, /v1/round, /v1/adjust) of these parts."""
+    structure: dict = {"dimensions": dimensions}
+    if tables is not None:
+        structure["tables"] = tables
+    return _join(b'"structure":' + orjson.dumps(structure), b'"cells":' + _list(cells), *more)
+
+
+def _leaf_cells(leaves: list[list[str]]) -> list[dict]:
+    """Every leaf cell of flat dimensions, with two contributions (some sensitive)."""
+    keys: list[list[str]] = [[]]
+    for codes in leaves:
+        keys = [k + [c] for k in keys for c in codes]
+    return [
+        {"key": k, "contributions": [{"value": 10 + i % 7}, {"value": 1 + i % 3}]}
+        for i, k in enumerate(keys)
+    ]
+
+
+def chain_suppress() -> tuple[str, bytes]:
+    """A chain of 49,000 codes over one leaf (just under the margins' limit, 98,002 cells)."""
+    n = 49_000
+    children = {"Total": ["c0"]} | {f"c{i}": [f"c{i + 1}"] for i in range(n - 1)}
+    dims = [{"name": "x", "children": children}, {"name": "y", "leaves": ["A"]}]
+    cells = [{"key": [f"c{n - 1}", "A"], "contributions": [{"value": 10}, {"value": 1}]}]
+    return "/v1/suppress", _table(dims, cells, RULES, b'"time_limit":5')
+
+
+def dimensions_8() -> tuple[str, bytes]:
+    """8 dimensions of 3 leaves: 6,561 leaf cells, 65,536 cells, time limit 5 s."""
+    leaves = [[f"d{d}l{i}" for i in range(3)] for d in range(8)]
+    dims = [{"name": f"d{d}", "leaves": codes} for d, codes in enumerate(leaves)]
+    return "/v1/suppress", _table(dims, _leaf_cells(leaves), RULES, b'"time_limit":5')
+
+
+def linked_50() -> tuple[str, bytes]:
+    """50 linked tables, three of 8 dimensions each, of 4 leaves (3,200 cells): values of
+    one table of all 8 (leaf ``i`` of each dimension a factor ``i + 1``, so that the
+    tables' common margins agree), one cell in 7 with protection levels; time limit 5 s."""
+    leaves = [[f"d{d}l{i}" for i in range(4)] for d in range(8)]
+    dims = [{"name": f"d{d}", "leaves": codes} for d, codes in enumerate(leaves)]
+    tables = list(itertools.combinations(range(8), 3))[:50]
+    cells = []
+    for t in tables:
+        for at in itertools.product(range(4), repeat=3):
+            key = ["Total"] * 8
+            value = 10 ** (8 - 3)  # the other dimensions' totals: 1 + 2 + 3 + 4 each
+            for d, i in zip(t, at):
+                key[d] = leaves[d][i]
+                value *= i + 1
+            cell: dict = {"key": key, "value": value}
+            if len(cells) % 7 == 0:
+                cell["protection"] = {"upper": value / 10, "lower": value / 10}
+            cells.append(cell)
+    names = [[f"d{d}" for d in t] for t in tables]
+    return "/v1/suppress", _table(dims, cells, b'"time_limit":5', tables=names)
+
+
+def time_limit_huge() -> tuple[str, bytes]:
+    """A 20 x 20 table and a time limit of 1e308 seconds (the service caps it)."""
+    leaves = [[f"a{i}" for i in range(20)], [f"b{i}" for i in range(20)]]
+    dims = [{"name": "a", "leaves": leaves[0]}, {"name": "b", "leaves": leaves[1]}]
+    return "/v1/suppress", _table(dims, _leaf_cells(leaves), RULES, b'"time_limit":1e308')
+
+
+def wide_parent() -> tuple[str, bytes]:
+    """One parent of 450,000 children, one cell sent (900,002 cells)."""
+    n = 450_000
+    dims = [{"name": "x", "children": {"Total": [f"c{i}" for i in range(n)]}}]
+    dims.append({"name": "y", "leaves": ["A"]})
+    cells = [{"key": ["c0", "A"], "value": 5, "protection": {"upper": 1, "lower": 1}}]
+    return "/v1/audit", _table(dims, cells)
+
+
+def round_many() -> tuple[str, bytes]:
+    """/v1/round of 300 x 300 leaf cells (91,000 cells), time limit 5 s."""
+    leaves = [[f"a{i}" for i in range(300)], [f"b{i}" for i in range(300)]]
+    dims = [{"name": "a", "leaves": leaves[0]}, {"name": "b", "leaves": leaves[1]}]
+    cells = [
+        {"key": [a, b], "value": (i * 7) % 13}
+        for i, (a, b) in enumerate(itertools.product(*leaves))
+    ]
+    return "/v1/round", _table(dims, cells, b'"base":5,"time_limit":5')
+
+
+def adjust_many() -> tuple[str, bytes]:
+    """/v1/adjust of 300 x 300 leaf cells with contributions, time limit 5 s."""
+    leaves = [[f"a{i}" for i in range(300)], [f"b{i}" for i in range(300)]]
+    dims = [{"name": "a", "leaves": leaves[0]}, {"name": "b", "leaves": leaves[1]}]
+    return "/v1/adjust", _table(dims, _leaf_cells(leaves), RULES, b'"time_limit":5')
+
+
+def frequency_million() -> tuple[str, bytes]:
+    """A count table of 10^6 cells (6 dimensions of 9 codes and their totals) from one
+    cell: a reply of every cell."""
+    dims = [{"name": f"d{d}", "codes": [f"c{i}" for i in range(9)]} for d in range(6)]
+    return "/v1/frequency/sensitivity", _join(
+        b'"dimensions":' + orjson.dumps(dims),
+        b'"cells":[{"key":["c0","c0","c0","c0","c0","c0"],"count":1}]',
+        b'"rules":{"threshold":{"t":3}}',
+    )
+
+
+def filter_many() -> tuple[str, bytes]:
+    """/v1/filter (analyst, inline policy) of 200,000 count cells."""
+    cells = [{"key": [f"k{i}"], "count": i % 9} for i in range(200_000)]
+    policy = {
+        "rules": {"rules": [{"type": "p_percent", "p": 10}]},
+        "filter": {"statistical": {"approach": "refuse"}},
+    }
+    return "/v1/filter", _join(
+        b'"policy":' + orjson.dumps(policy),
+        b'"query":{"variables":["a"]}',
+        b'"cells":' + _list(cells),
+    )
+
+
+def contributions_invalid_last() -> tuple[str, bytes]:
+    """90,000 cells of 10 contributions whose very last value is a string (422)."""
+    raw = contributions()[1]
+    return "/v1/sensitivity", raw[: raw.rindex(b"9.5")] + b'"9.5"' + raw[raw.rindex(b"9.5") + 3 :]
+
+
 BODIES: dict[str, Callable[[], tuple[str, bytes]]] = {
     f.__name__.replace("_", "-"): f
     for f in (
@@ -256,6 +381,16 @@ BODIES: dict[str, Callable[[], tuple[str, bytes]]] = {
         respondents,
         trailing_comma,
         unclosed,
+        contributions_invalid_last,
+        chain_suppress,
+        dimensions_8,
+        linked_50,
+        time_limit_huge,
+        wide_parent,
+        round_many,
+        adjust_many,
+        frequency_million,
+        filter_many,
     )
 }
 
@@ -304,6 +439,19 @@ async def measure(port: int, path: str, raw: bytes) -> tuple[int, float, float, 
     return status, seconds, max(waits), reply[:160]
 
 
+def _reset_peak(pid: int) -> None:
+    """Start the server's peak resident memory afresh (Linux: ``clear_refs`` 5)."""
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
+
+
+def _peak_mib(pid: int) -> float:
+    """The server's peak resident memory since :func:`_reset_peak` (``VmHWM``), MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", type=Path, default=ROOT, help="the checkout to serve")
@@ -311,12 +459,16 @@ def main() -> None:
     parser.add_argument("--replies", action="store_true", help="print each reply's start")
     args = parser.parse_args()
     with server(root=args.root) as served:
-        print(f"{'body':<18} {'MiB':>5} {'status':>6} {'seconds':>8} {'longest /healthz':>17}")
+        print(
+            f"{'body':<18} {'MiB':>5} {'status':>6} {'seconds':>8} {'longest /healthz':>17}"
+            f" {'peak RSS MiB':>13}"
+        )
         for name, make in BODIES.items():
             if args.only and name not in args.only:
                 continue
             path, raw = make()
             mib = len(raw) / 2**20
+            _reset_peak(served.pid)
             try:
                 status, seconds, longest, reply = asyncio.run(measure(served.port, path, raw))
             except TimeoutError:
@@ -324,7 +476,9 @@ def main() -> None:
                 break
             del raw
             print(
-                f"{name:<18} {mib:>5.1f} {status:>6} {seconds:>8.2f} {longest:>16.3f}s", flush=True
+                f"{name:<18} {mib:>5.1f} {status:>6} {seconds:>8.2f} {longest:>16.3f}s"
+                f" {_peak_mib(served.pid):>13.0f}",
+                flush=True,
             )
             if args.replies:
                 print("   ", reply.decode(errors="replace"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import warnings
 
 import pytest
@@ -11,9 +12,21 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     from fastapi.testclient import TestClient
 
+from service import collector
 from service.app import create_app
 from service.config import Settings
 from tests.callers import ANALYST_KEY, FILTER_KEY, write_keys
+
+
+@pytest.fixture
+def served_collector():
+    """The collector as served (:func:`service.collector.tune`), the test session's own
+    thresholds and unfrozen objects back afterwards."""
+    thresholds = gc.get_threshold()
+    collector.tune()
+    yield
+    gc.unfreeze()
+    gc.set_threshold(*thresholds)
 
 
 @pytest.fixture

@@ -72,17 +72,6 @@ def small_parts(monkeypatch):
     return used
 
 
-@pytest.fixture
-def served_collector():
-    """The collector as served (:func:`service.collector.tune`), the test session's own
-    thresholds and unfrozen objects back afterwards."""
-    thresholds = gc.get_threshold()
-    collector.tune()
-    yield
-    gc.unfreeze()
-    gc.set_threshold(*thresholds)
-
-
 def same_answer(client, monkeypatch, used, route: str, raw: bytes, in_parts: bool = True):
     """The reply to ``raw`` validated in one call and in parts: equal; the latter's."""
     monkeypatch.setattr(body_module, "LARGE_BODY_BYTES", 10**12)

@@ -10,6 +10,7 @@ from schemas.adjust import AdjustReply, AdjustRequest
 from schemas.errors import ErrorReply
 from service.pipeline.adjust import adjust_table, resolve_adjust_request
 from service.pipeline.limits import check_cell_count
+from service.pipeline.tables import request_size
 
 from .body import openapi_body, validated
 from .compute_pool import compute
@@ -39,14 +40,16 @@ async def adjust_route(request: Request, caller: CallerDep, settings: SettingsDe
     started = time.perf_counter()  # the time limit is the request's whole wall time
     body = await validated(request, AdjustRequest)
     check_cell_count(len(body.cells), settings.max_cells)
-    resolved = resolve_adjust_request(body, settings)
+    # Off the loop: its structure may be large for its cells (:func:`request_size`).
+    size = request_size(body)
+    resolved = await compute(resolve_adjust_request, body, settings, size=size)
     reply, solver = await compute(
         rendered(adjust_table, "solver"),
         body,
         resolved,
         started,
         caller.sees_diagnostics,
-        size=len(body.cells),
+        size=size,
     )
     request.app.state.metrics.observe_solve(
         f"adjust_{solver['method']}", solver["status"], solver["seconds"]

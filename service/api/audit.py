@@ -8,7 +8,7 @@ from schemas.errors import ErrorReply
 from schemas.tables import AuditReply, AuditRequest
 from service.pipeline.audit import audit as audit_pattern
 from service.pipeline.limits import check_cell_count
-from service.pipeline.tables import resolve_table_request
+from service.pipeline.tables import request_size, resolve_table_request
 
 from .body import openapi_body, validated
 from .compute_pool import compute
@@ -40,9 +40,11 @@ async def audit(request: Request, caller: CallerDep, settings: SettingsDep):
     """
     body = await validated(request, AuditRequest)
     check_cell_count(len(body.cells), settings.max_cells)
-    resolved = resolve_table_request(body, settings)
+    # Off the loop: its structure may be large for its cells (:func:`request_size`).
+    size = request_size(body)
+    resolved = await compute(resolve_table_request, body, settings, size=size)
     reply, solve = await compute(
-        rendered(audit_pattern), body, resolved, caller.sees_diagnostics, size=len(body.cells)
+        rendered(audit_pattern), body, resolved, caller.sees_diagnostics, size=size
     )
     request.app.state.metrics.observe_solve("audit", *solve)
     return JSONBytes(reply)

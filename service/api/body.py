@@ -116,6 +116,8 @@ async def validated(request: Request, model: type[M]) -> M:
         except _ManyErrors as many:
             await body_parts.validated(raw, model)  # raises the 422 of the first ones
             raise _invalid(many.error, raw) from None  # (not cut: all of them)
+    if len(raw) > LARGE_BODY_BYTES:
+        request.state.body = body  # freed in pieces after the reply (AdmissionMiddleware)
     cells = getattr(body, "cells", None)
     if cells is not None:
         request.state.cells = cells

@@ -533,6 +533,9 @@ class _Run:
         try:
             value = _taking(model).model_validate_json(text, context=context)
         except ValidationError as error:
+            # The members validated in parts go with the 422: in pieces (a freed list of
+            # 90,000 cells held the loop 0.3-0.6 s).
+            await collector.take_apart(context)
             found_errors = _errors(error)
             if found_errors[0]["type"] == "json_invalid":
                 mine = self._json_error(found_errors[0], text, where)
@@ -545,6 +548,7 @@ class _Run:
                 None,
             )
         if json_error is not None:
+            await collector.take_apart(value)
             raise json_error
         value = model.model_construct(_fields_set=value.model_fields_set, **value.__dict__)
         if members.repeat is not None:  # this object repeats a key: outer objects first
@@ -623,6 +627,7 @@ class _Run:
                 collector.hide()
             await asyncio.sleep(0)
         if errors:
+            await collector.take_apart(values)  # the parts before the errors, in pieces
             return _Result(None, errors, None)
         return kind.whole(values, first)
 
@@ -741,6 +746,7 @@ class _Run:
                 collector.hide()
             await asyncio.sleep(0)
         if errors:
+            await collector.take_apart(value)  # the parts before the errors, in pieces
             return _Result(None, errors, None)
         if members.repeat is not None:  # this object repeats a key: outer objects first
             first = (members.keys[members.repeat],)

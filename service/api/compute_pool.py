@@ -32,7 +32,7 @@ from starlette.exceptions import HTTPException
 
 T = TypeVar("T")
 
-#: Tables up to this many cells are computed inline on the event loop (well under 1 ms).
+#: Requests up to this size (cells, or entries: ``compute``) are computed inline (under 1 ms).
 INLINE_CELLS = 2_000
 #: Routes whose work grows linearly with the cells, without solvers: small tables inline.
 INLINE_ROUTES = frozenset({"/v1/sensitivity", "/v1/frequency/sensitivity", "/v1/filter"})
@@ -151,8 +151,9 @@ def _pool() -> ComputePool:
 
 
 async def compute(fn: Callable[..., T], *args, size: int) -> T:
-    """``fn(*args)``: inline when ``size`` (cells) is small and the route's work is linear,
-    else in the bounded pool."""
+    """``fn(*args)``: inline when ``size`` (what ``fn`` reads: cells, and a structure's
+    codes, :func:`service.pipeline.tables.request_size`) is small and the route's work is
+    linear, else in the bounded pool."""
     if size <= INLINE_CELLS and inline_allowed.get():
         return fn(*args)
     return await _pool().run(fn, *args)

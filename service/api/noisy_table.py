@@ -9,6 +9,7 @@ from schemas.errors import ErrorReply
 from schemas.noise import NoiseReply, NoiseRequest
 from service.pipeline.limits import check_cell_count
 from service.pipeline.noisy_table import noisy_table, resolve
+from service.pipeline.tables import request_size
 
 from .body import openapi_body, validated
 from .compute_pool import compute
@@ -40,8 +41,8 @@ async def noise_route(request: Request, caller: CallerDep, settings: SettingsDep
         # A caller that sends the microdata and chooses the level could read any
         # respondent's multiplier off the replies: the filter role names a profile.
         raise HTTPException(403, "the filter role names a profile; 'noise' needs the analyst role")
-    setup = resolve(body, settings)
-    (reply,) = await compute(
-        rendered(noisy_table), body, setup, settings, diagnostics, size=len(body.cells)
-    )
+    # Off the loop: its structure may be large for its cells (:func:`request_size`).
+    size = request_size(body)
+    setup = await compute(resolve, body, settings, size=size)
+    (reply,) = await compute(rendered(noisy_table), body, setup, settings, diagnostics, size=size)
     return JSONBytes(reply)

@@ -12,8 +12,15 @@ import numpy as np
 import orjson
 from starlette.responses import Response
 
+from service import collector
+
 #: The text "-0.0" not followed by more of a number: orjson writes negative zero so.
 _NEGATIVE_ZERO = re.compile(rb"-0\.0(?![0-9eE])")
+
+
+#: Items of a reply's list serialised by one call: a reply of 10^6 cells in one call held
+#: the interpreter, and so the event loop, 0.25 s even from a pool thread (a campaign, h68).
+DUMP_ITEMS = 20_000
 
 
 def dumps(content) -> bytes:
@@ -24,7 +31,7 @@ def dumps(content) -> bytes:
     2026-11-27 (an interval [-0.0, 0.0]); cleaned here, in the one place every reply
     passes, and only when the bytes hold "-0.0" at all (a search at C speed). Strings
     (a cell's code, a message) that hold that text are kept (:func:`_in_strings`)."""
-    raw = orjson.dumps(content, option=orjson.OPT_SERIALIZE_NUMPY)
+    raw = _serialised(content)
     if b"-0.0" not in raw:
         return raw
     at = np.array([m.start() for m in _NEGATIVE_ZERO.finditer(raw)], np.int64)
@@ -35,6 +42,31 @@ def dumps(content) -> bytes:
     starts = np.concatenate([[0], at + 1])
     ends = np.concatenate([at, [len(raw)]])
     return b"".join(raw[a:b] for a, b in zip(starts.tolist(), ends.tolist()))
+
+
+def _serialised(content) -> bytes:
+    """``content`` as orjson writes it (numpy included), its lists of more than
+    :data:`DUMP_ITEMS` items (at the top or in dicts) a slice at a time, joined once."""
+    pieces: list[bytes | memoryview] = []
+    _write(content, pieces)
+    return b"".join(pieces)  # one piece: itself, not a copy
+
+
+def _write(content, pieces: list[bytes | memoryview]) -> None:
+    if isinstance(content, list) and len(content) > DUMP_ITEMS:
+        pieces.append(b"[")
+        for i in range(0, len(content), DUMP_ITEMS):
+            part = orjson.dumps(content[i : i + DUMP_ITEMS], option=orjson.OPT_SERIALIZE_NUMPY)
+            pieces += (b",", memoryview(part)[1:-1]) if i else (memoryview(part)[1:-1],)
+        pieces.append(b"]")
+    elif isinstance(content, dict) and all(isinstance(k, str) for k in content):
+        pieces.append(b"{")
+        for n, (key, value) in enumerate(content.items()):
+            pieces += (b",", orjson.dumps(key), b":") if n else (orjson.dumps(key), b":")
+            _write(value, pieces)
+        pieces.append(b"}")
+    else:
+        pieces.append(orjson.dumps(content, option=orjson.OPT_SERIALIZE_NUMPY))
 
 
 def _in_strings(raw: bytes, at: np.ndarray) -> np.ndarray:
@@ -86,9 +118,10 @@ def rendered(fn: Callable[..., Any], *keep: str) -> Callable[..., tuple]:
     def run(*args):
         out = fn(*args)
         reply, *rest = out if isinstance(out, tuple) else (out,)
-        kept = [reply[k] for k in keep]
         raw = Rendered(dumps(reply))
-        del reply, out
+        kept = [reply.pop(k) for k in keep]
+        del out
+        collector.free_in_pieces(reply)  # at once, a large reply held the event loop
         return (raw, *kept, *rest)
 
     return run

@@ -10,7 +10,7 @@ from schemas.errors import ErrorReply
 from schemas.rounding import RoundReply, RoundRequest
 from service.pipeline.limits import check_cell_count
 from service.pipeline.rounding import round_table, solve_outcome
-from service.pipeline.tables import resolve_table_request
+from service.pipeline.tables import request_size, resolve_table_request
 
 from .body import openapi_body, validated
 from .compute_pool import compute
@@ -42,14 +42,16 @@ async def round_route(request: Request, caller: CallerDep, settings: SettingsDep
     started = time.perf_counter()
     body = await validated(request, RoundRequest)
     check_cell_count(len(body.cells), settings.max_cells)
-    resolved = resolve_table_request(body, settings)
+    # Off the loop: its structure may be large for its cells (:func:`request_size`).
+    size = request_size(body)
+    resolved = await compute(resolve_table_request, body, settings, size=size)
     reply, solver, error = await compute(
         rendered(round_table, "solver"),
         body,
         resolved,
         started,
         caller.sees_diagnostics,
-        size=len(body.cells),
+        size=size,
     )
     request.app.state.metrics.observe_solve(
         f"round_{solver['method']}", solve_outcome(solver["status"]), solver["seconds"]

@@ -10,7 +10,7 @@ from schemas.errors import ErrorReply
 from schemas.tables import SuppressReply, SuppressRequest
 from service.pipeline.limits import check_cell_count
 from service.pipeline.suppress import protect, solve_outcome
-from service.pipeline.tables import resolve_table_request
+from service.pipeline.tables import request_size, resolve_table_request
 
 from .body import openapi_body, validated
 from .compute_pool import compute
@@ -45,14 +45,16 @@ async def suppress_route(request: Request, caller: CallerDep, settings: Settings
     started = time.perf_counter()  # the time limit is the request's whole wall time
     body = await validated(request, SuppressRequest)
     check_cell_count(len(body.cells), settings.max_cells)
-    resolved = resolve_table_request(body, settings)
+    # Off the loop: its structure may be large for its cells (:func:`request_size`).
+    size = request_size(body)
+    resolved = await compute(resolve_table_request, body, settings, size=size)
     reply, solver = await compute(
         rendered(protect, "solver"),
         body,
         resolved,
         started,
         caller.sees_diagnostics,
-        size=len(body.cells),
+        size=size,
     )
     request.app.state.metrics.observe_solve(
         f"suppress_{solver['method']}", solve_outcome(solver["status"]), solver["seconds"]
