@@ -118,6 +118,17 @@ def test_request_size_counts_the_structure():
     assert tables.request_size(body) == 1 + (2 + 5) + 2 + 2
 
 
+def _forty_thousand_cells() -> dict:
+    """A /v1/sensitivity body of 40,000 cells of 10 contributions each (about 6 MB)."""
+    return {
+        "rules": {"rules": [{"type": "p_percent", "p": 10}]},
+        "cells": [
+            {"key": [f"c{i}"], "contributions": [{"value": v + 0.5} for v in range(10)]}
+            for i in range(40_000)
+        ],
+    }
+
+
 @pytest.mark.usefixtures("served_collector")
 def test_a_large_body_is_freed_in_pieces_after_the_reply(monkeypatch):
     """40,000 cells of 10 contributions: the body, freed at once when the request ended,
@@ -128,13 +139,7 @@ def test_a_large_body_is_freed_in_pieces_after_the_reply(monkeypatch):
     # The full collection after the reply walks the test session's heap (not a served
     # app's): its own test is in test_body_parts.
     monkeypatch.setattr(collector, "look_again", lambda: None)
-    body = {
-        "rules": {"rules": [{"type": "p_percent", "p": 10}]},
-        "cells": [
-            {"key": [f"c{i}"], "contributions": [{"value": v + 0.5} for v in range(10)]}
-            for i in range(40_000)
-        ],
-    }
+    body = _forty_thousand_cells()
     raw = orjson.dumps(body)
     model = SensitivityRequest.model_validate_json(raw)
     start = time.perf_counter()
@@ -211,13 +216,7 @@ def test_the_parts_before_an_error_are_freed_in_pieces(monkeypatch):
     90,000 cells in a served app, a campaign, h68); now taken apart. Measured from the
     end of the last part's validation to the reply."""
     monkeypatch.setattr(collector, "look_again", lambda: None)
-    body = {
-        "rules": {"rules": [{"type": "p_percent", "p": 10}]},
-        "cells": [
-            {"key": [f"c{i}"], "contributions": [{"value": v + 0.5} for v in range(10)]}
-            for i in range(40_000)
-        ],
-    }
+    body = _forty_thousand_cells()
     model = SensitivityRequest.model_validate(body)
     start = time.perf_counter()
     del model
