@@ -469,6 +469,63 @@ def test_least_rounding_claims_hold_against_brute_force(client, seed):
                 assert lo <= cell["interval"][0] and cell["interval"][1] <= hi
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_least_rounding_claims_on_2x2_counts_hold_against_brute_force(client, seed):
+    # As above on 2x2 count tables (margins included, every cell sensitive): since
+    # 2026-11-29 count cells are proven protected by whole tables of fixed multipliers
+    # (LeastTables._box), not by the joint MIP; the ends of those boxes rounded outwards
+    # (a table within b / 2 + 1/2 of its rounded value taken as one whose least rounding
+    # the published one is) call cells protected here that the brute force does not.
+    rng = np.random.default_rng(100 + seed)
+    dims = [{"name": "r", "leaves": ["r0", "r1"]}, {"name": "c", "leaves": ["c0", "c1"]}]
+    leaves = [(r, c) for r in ("r0", "r1") for c in ("c0", "c1")]
+    for _ in range(3):
+        base = int(rng.integers(3, 6))
+        values = rng.integers(0, 3 * base, size=4).tolist()
+        percent = int(rng.choice([10, 30, 50, 80]))
+        body = {
+            "structure": {"dimensions": dims},
+            "cells": [{"key": list(k), "value": v} for k, v in zip(leaves, values)],
+            "counts": {"threshold": 1000, "range": percent},
+            "base": base,
+        }
+        reply = client.post("/v1/round", json=body).json()
+        rounded = {tuple(c["key"]): int(c["rounded"]) for c in reply["cells"]}
+        kept = _least_tables(rounded, base, leaves, _cells_2x2)
+        truth = _cells_2x2(dict(zip(leaves, values)))
+        assert truth in kept
+        for cell in reply["audit"]["cells"]:
+            k = tuple(cell["key"])
+            lo, hi = min(t[k] for t in kept), max(t[k] for t in kept)
+            x, level = truth[k], percent / 100 * truth[k]
+            assert cell["protected"] is not None, (body, cell)
+            if cell["protected"]:
+                assert hi - x >= 0.99 * level and x - lo >= 0.99 * min(level, x), (body, cell)
+                assert lo <= cell["interval"][0] and cell["interval"][1] <= hi
+
+
+def _large_count_table(n: int) -> tuple[Table, np.ndarray]:
+    """An n x n count table, every count 10 but a few of 1 or 2 (as
+    tests/test_backpressure.py's)."""
+    t = Table([Hierarchy.flat("r", [f"r{i}" for i in range(n)]),
+               Hierarchy.flat("c", [f"c{j}" for j in range(n)])])  # fmt: skip
+    leaves = {(f"r{i}", f"c{j}"): 10 for i in range(n) for j in range(n)}
+    for i in range(0, n, 7):
+        leaves[f"r{i}", f"c{(3 * i) % n}"] = 1 + i % 2
+    return t, table_of(t, leaves)
+
+
+def test_least_audit_of_a_48x48_count_table_decides_every_cell():
+    # Its joint MIP (2,401 whole cells and the relations' multipliers) found no point in
+    # the audit's whole time limit, and every cell was left undecided, the box too: a 60 s
+    # /v1/round. Whole tables of fixed multipliers decide them all in under a second.
+    t, x = _large_count_table(48)
+    r = controlled_rounding(t, x, 5, time_limit=10).rounded
+    p = TableProblem.of(t, x, (x > 0) & (x < 3), 0.0, 0.0, integral=True)
+    a = audit_rounding(p, r, 5, time_limit=20, least=True)
+    assert a.status == "optimal" and a.certified.all() and a.protection.protected.all()
+
+
 def test_a_stopped_simplex_lends_no_point():
     # min x1 + x2, x1 + x2 >= 1: a run stopped before its first iteration is at x = 0,
     # which HiGHS marks infeasible; it is no point of the model.
