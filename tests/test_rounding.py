@@ -472,7 +472,7 @@ def test_least_rounding_claims_hold_against_brute_force(client, seed):
 @pytest.mark.parametrize("seed", range(4))
 def test_least_rounding_claims_on_2x2_counts_hold_against_brute_force(client, seed):
     # As above on 2x2 count tables (margins included, every cell sensitive): since
-    # 2026-11-29 count cells are proven protected by whole tables of fixed multipliers
+    # 2026-11-28 count cells are proven protected by whole tables of fixed multipliers
     # (LeastTables._box), not by the joint MIP; the ends of those boxes rounded outwards
     # (a table within b / 2 + 1/2 of its rounded value taken as one whose least rounding
     # the published one is) call cells protected here that the brute force does not.
