@@ -325,7 +325,7 @@ def _respondents(source: UnionSource, cells: np.ndarray) -> _Respondents:
         # Only these cells' contributions are read (not a mask over all of them: 60
         # million at 10^6 cells with margins).
         select = sp.csr_matrix((np.ones(n), cells, np.arange(n + 1)), shape=(n, m.n_cells))
-        pos, _, keep = spread(select, source)
+        pos, _, keep = spread(select, source, weights=False)
         cc = pos.astype(np.int64)  # scipy's int32 indices would overflow ``cc * radix``
         value = np.asarray(c.value, dtype=float)[keep]
         if source.ruleset.negative.mode == "shift":

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+import scipy.sparse as sp
 
 from .. import highs
 from ..aggregations import (
@@ -174,10 +175,7 @@ def remove_superfluous(
     levels = requirements(p)
     # Which requirements' witnesses use each cell, so that a candidate visits only those
     # (scanning every witness per candidate was 1.7 of 8 s on 100x100 hier).
-    users: dict[int, set[int]] = {}
-    for k, cells in enumerate(witness):
-        for c in np.asarray(cells).tolist():
-            users.setdefault(c, set()).add(k)
+    users = _Users(witness, len(y))
     ticker = _Ticker()
     tried = removed = swapped = 0
     tried_cells = ~p.forced if keep is None else ~p.forced & ~keep
@@ -207,11 +205,8 @@ def remove_superfluous(
                 removed += 1
             y = trial
             for k, support in renewed.items():
-                for c in np.asarray(witness[k]).tolist():
-                    users[c].discard(k)
+                users.renew(k, witness[k], support)
                 witness[k] = support
-                for c in np.asarray(support).tolist():
-                    users.setdefault(c, set()).add(k)
     log.info(
         "%s: end, %d candidates tried, %d removed, %d swapped, %d cells suppressed",
         phase,
@@ -222,6 +217,41 @@ def remove_superfluous(
     )
     att.set_pattern(y)
     return y
+
+
+class _Users:
+    """Which requirements' witnesses use each cell: those at the start as a sparse
+    matrix (cells x requirements, 5 bytes an entry), the witnesses renewed since in sets.
+    A dict of Python sets for all of them held about 30 bytes an entry, and 8 flat
+    dimensions of 3 leaves start with 9.5 million entries (300 MiB)."""
+
+    def __init__(self, witness: list, n_cells: int):
+        sizes = np.fromiter((np.size(w) for w in witness), np.int64, len(witness))
+        indptr = np.concatenate(([0], np.cumsum(sizes)))
+        cells = np.empty(int(indptr[-1]), np.int32 if n_cells < 2**31 else np.int64)
+        for k, w in enumerate(witness):
+            cells[indptr[k] : indptr[k + 1]] = w
+        by_requirement = sp.csr_matrix(
+            (np.ones(cells.size, bool), cells, indptr), shape=(len(witness), n_cells)
+        )
+        self._start = by_requirement.tocsc()  # a cell's requirements ascending
+        self._renewed = np.zeros(len(witness), bool)
+        self._since: dict[int, set[int]] = {}
+
+    def of(self, cell: int) -> list[int]:
+        """The requirements whose witness uses ``cell``, ascending."""
+        at = self._start.indices[self._start.indptr[cell] : self._start.indptr[cell + 1]]
+        found = set(at[~self._renewed[at]].tolist())
+        return sorted(found | self._since.get(cell, set()))
+
+    def renew(self, k: int, old, new) -> None:
+        """Requirement ``k``'s witness ``old`` replaced by ``new``."""
+        if self._renewed[k]:
+            for c in np.asarray(old).tolist():
+                self._since[c].discard(k)
+        self._renewed[k] = True
+        for c in np.asarray(new).tolist():
+            self._since.setdefault(c, set()).add(k)
 
 
 def _passes(p: SearchProblem, cheapest: Cheapest, accept: Callable | None) -> tuple[float, ...]:
@@ -251,7 +281,7 @@ def _renew(
     cheapest: Cheapest,
     trial: np.ndarray,
     j: int,
-    users: dict,
+    users: _Users,
     levels: list,
     deadline: float,
     swap: bool,
@@ -265,13 +295,14 @@ def _renew(
     # A swap must hide another cell of each relation left publishing a sensitive cell, j
     # excepted (j back would cost all it saves): the dearest of their cheapest cells bounds
     # what it adds.
+    need = users.of(j)
     if (
-        users.get(j)
+        need
         and (alone := _leaves_alone(p, cheapest.a_csc, trial, j))
         and (not swap or _least_addition(p, trial, j, alone) >= p.cost[j] * (1 - SWAP_GAIN_RTOL))
     ):
         return None
-    for k in sorted(users.get(j, ())):
+    for k in need:
         i, sense, level = levels[k]
         if highs.now() > deadline:
             return None  # not confirmed in time: the cell stays suppressed
