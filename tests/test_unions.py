@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from service.sdc import magnitudes, primary
+from service.sdc import magnitudes, primary, unions
 from service.sdc.magnitudes import Contributions
 from service.sdc.problem import TableProblem
 from service.sdc.rules import PPercent, PriorPosterior
@@ -191,3 +191,16 @@ def test_audit_pattern_never_calls_uncertified_safe():
         TableProblem.of(t, values, sensitive, 30.0, 0.0), suppressed, time_limit=1e-9
     )
     assert rushed.verdict == "uncertified"
+
+
+@pytest.mark.parametrize("lean", [unions.RANGES_LEAN, 0])
+def test_ranges_are_the_runs_of_indices_either_way(monkeypatch, lean):
+    """unions.ranges, built the quick way or the lean one (large results), is every
+    ``starts[k] .. starts[k] + sizes[k] - 1`` in order, empty runs included."""
+    monkeypatch.setattr(unions, "RANGES_LEAN", lean)
+    rng = np.random.default_rng(7)
+    for n in (0, 1, 2, 7, 60):
+        for _ in range(50):
+            starts, sizes = rng.integers(0, 1_000, n), rng.integers(0, 5, n)
+            expected = [i for s, k in zip(starts, sizes) for i in range(s, s + k)]
+            np.testing.assert_array_equal(unions.ranges(starts, sizes), expected)
