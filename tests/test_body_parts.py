@@ -8,10 +8,8 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
-import time
 import weakref
 
-import httpx
 import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -24,6 +22,8 @@ from service.api import body_parts
 from service.api.errors import MAX_ERRORS
 from service.app import create_app
 from service.config import Settings
+
+from .loop_probe import lags_while
 
 RULES = {"rules": [{"type": "p_percent", "p": 10}]}
 #: Codes with escapes and colons: the scan must see where strings end.
@@ -316,33 +316,8 @@ def test_the_loop_answers_while_a_large_body_is_validated(monkeypatch, served_co
     body = sensitivity(15_000, 10)
     body["cells"][-1]["contributions"][-1]["value"] = "1"
     raw = orjson.dumps(body)
-    app = create_app(Settings())
-    lags: list[float] = []
-
-    async def probe(stop: asyncio.Event):
-        last = time.perf_counter()
-        while not stop.is_set():
-            await asyncio.sleep(0.002)
-            now = time.perf_counter()
-            lags.append(now - last)
-            last = now
-
-    async def main():
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
-            stop = asyncio.Event()
-            probing = asyncio.create_task(probe(stop))
-            await asyncio.sleep(0.01)  # probing
-            start = time.perf_counter()
-            reply = await client.post(
-                "/v1/sensitivity", content=raw, headers={"content-type": "application/json"}
-            )
-            total = time.perf_counter() - start
-            stop.set()
-            await probing
-        return reply, total
-
-    reply, total = asyncio.run(main())
+    reply, waits, total = lags_while(create_app(Settings()), "/v1/sensitivity", raw)
+    lags = [end - start for start, end in waits]
     assert reply.status_code == 422
     assert max(lags) < 0.25 * total, (max(lags), total)
 

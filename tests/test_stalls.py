@@ -26,40 +26,7 @@ from service.app import create_app
 from service.config import Settings
 from service.pipeline import tables
 
-
-def lags_while(app, route: str, raw: bytes, windows: list) -> tuple[httpx.Response, list]:
-    """Post ``raw`` to ``app`` in process while a probe wakes every 2 ms: the reply and
-    the probe's waits as ``(start, end)``; ``windows`` (filled by the caller's wrappers
-    meanwhile) says which work to look at."""
-    lags: list[tuple[float, float]] = []
-
-    async def probe(stop: asyncio.Event):
-        last = time.perf_counter()
-        while not stop.is_set():
-            await asyncio.sleep(0.002)
-            now = time.perf_counter()
-            lags.append((last, now))
-            last = now
-
-    async def main():
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
-            stop = asyncio.Event()
-            probing = asyncio.create_task(probe(stop))
-            await asyncio.sleep(0.01)
-            reply = await client.post(
-                route, content=raw, headers={"content-type": "application/json"}
-            )
-            stop.set()
-            await probing
-        return reply
-
-    return asyncio.run(main()), lags
-
-
-def longest_within(lags: list, start: float, end: float) -> float:
-    """The longest wait of the probe that overlaps ``[start, end]``."""
-    return max((b - a for a, b in lags if b > start and a < end), default=0.0)
+from .loop_probe import lags_while, longest_within
 
 
 @pytest.mark.usefixtures("served_collector")
@@ -90,8 +57,8 @@ def test_a_large_structure_is_checked_off_the_loop_in_short_pieces(monkeypatch):
             windows.append((start, time.perf_counter(), on_loop))
 
     monkeypatch.setattr(audit_api, "resolve_table_request", timed)
-    reply, lags = lags_while(
-        create_app(Settings(max_cells=500_000)), "/v1/audit", orjson.dumps(body), windows
+    reply, lags, _ = lags_while(
+        create_app(Settings(max_cells=500_000)), "/v1/audit", orjson.dumps(body)
     )
     assert reply.status_code == 413, reply.text
     assert reply.json()["detail"][0]["field"] == "structure.dimensions"
@@ -156,7 +123,7 @@ def test_a_large_body_is_freed_in_pieces_after_the_reply(monkeypatch):
             windows.append(time.perf_counter())
 
     monkeypatch.setattr(sensitivity_api, "assess", timed)
-    reply, lags = lags_while(create_app(Settings()), "/v1/sensitivity", raw, windows)
+    reply, lags, _ = lags_while(create_app(Settings()), "/v1/sensitivity", raw)
     assert reply.status_code == 200
     assert len(reply.json()["cells"]) == 40_000
     (computed,) = windows
@@ -233,7 +200,7 @@ def test_the_parts_before_an_error_are_freed_in_pieces(monkeypatch):
             windows.append(time.perf_counter())
 
     monkeypatch.setattr(body_parts._Run, "_part", timed)
-    reply, lags = lags_while(create_app(Settings()), "/v1/sensitivity", orjson.dumps(body), [])
+    reply, lags, _ = lags_while(create_app(Settings()), "/v1/sensitivity", orjson.dumps(body))
     assert reply.status_code == 422
     assert reply.json()["detail"][0]["cell"] == 39_999
     assert longest_within(lags, windows[-1], lags[-1][1]) < 0.5 * at_once, at_once
@@ -308,8 +275,8 @@ def test_a_large_reply_to_a_small_request_does_not_hold_the_loop(monkeypatch):
 
     monkeypatch.setattr(frequency_api, "assess", timed)
     monkeypatch.setattr(frequency_api, "compute", computed)
-    reply, lags = lags_while(
-        create_app(Settings()), "/v1/frequency/sensitivity", orjson.dumps(body), []
+    reply, lags, _ = lags_while(
+        create_app(Settings()), "/v1/frequency/sensitivity", orjson.dumps(body)
     )
     assert reply.status_code == 200
     assert len(reply.json()["cells"]) == 9**6

@@ -10,10 +10,9 @@ from schemas.adjust import AdjustReply, AdjustRequest
 from schemas.errors import ErrorReply
 from service.pipeline.adjust import adjust_table, resolve_adjust_request
 from service.pipeline.limits import check_cell_count
-from service.pipeline.tables import request_size
 
 from .body import openapi_body, validated
-from .compute_pool import compute
+from .compute_pool import compute, compute_resolved
 from .deps import CallerDep, SettingsDep
 from .responses import JSONBytes, rendered
 from .routing import post
@@ -40,9 +39,7 @@ async def adjust_route(request: Request, caller: CallerDep, settings: SettingsDe
     started = time.perf_counter()  # the time limit is the request's whole wall time
     body = await validated(request, AdjustRequest)
     check_cell_count(len(body.cells), settings.max_cells)
-    # Off the loop: its structure may be large for its cells (:func:`request_size`).
-    size = request_size(body)
-    resolved = await compute(resolve_adjust_request, body, settings, size=size)
+    resolved, size = await compute_resolved(resolve_adjust_request, body, settings)
     reply, solver = await compute(
         rendered(adjust_table, "solver"),
         body,

@@ -8,10 +8,10 @@ from schemas.errors import ErrorReply
 from schemas.tables import AuditReply, AuditRequest
 from service.pipeline.audit import audit as audit_pattern
 from service.pipeline.limits import check_cell_count
-from service.pipeline.tables import request_size, resolve_table_request
+from service.pipeline.tables import resolve_table_request
 
 from .body import openapi_body, validated
-from .compute_pool import compute
+from .compute_pool import compute, compute_resolved
 from .deps import CallerDep, SettingsDep
 from .responses import JSONBytes, rendered
 from .routing import post
@@ -40,9 +40,7 @@ async def audit(request: Request, caller: CallerDep, settings: SettingsDep):
     """
     body = await validated(request, AuditRequest)
     check_cell_count(len(body.cells), settings.max_cells)
-    # Off the loop: its structure may be large for its cells (:func:`request_size`).
-    size = request_size(body)
-    resolved = await compute(resolve_table_request, body, settings, size=size)
+    resolved, size = await compute_resolved(resolve_table_request, body, settings)
     reply, solve = await compute(
         rendered(audit_pattern), body, resolved, caller.sees_diagnostics, size=size
     )

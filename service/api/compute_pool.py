@@ -157,3 +157,15 @@ async def compute(fn: Callable[..., T], *args, size: int) -> T:
     if size <= INLINE_CELLS and inline_allowed.get():
         return fn(*args)
     return await _pool().run(fn, *args)
+
+
+async def compute_resolved(resolve: Callable[..., T], body, settings) -> tuple[T, int]:
+    """``resolve(body, settings)`` (a table request's structure checked and resolved) and
+    the request's size for the computation after it, both by
+    :func:`service.pipeline.tables.request_size`: off the event loop when large, since a
+    structure may be large for its cells (800,000 parents over one cell held the loop 2 s,
+    a campaign, h68)."""
+    from service.pipeline.tables import request_size  # the pool knows no request types
+
+    size = request_size(body)
+    return await compute(resolve, body, settings, size=size), size

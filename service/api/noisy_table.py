@@ -9,10 +9,9 @@ from schemas.errors import ErrorReply
 from schemas.noise import NoiseReply, NoiseRequest
 from service.pipeline.limits import check_cell_count
 from service.pipeline.noisy_table import noisy_table, resolve
-from service.pipeline.tables import request_size
 
 from .body import openapi_body, validated
-from .compute_pool import compute
+from .compute_pool import compute, compute_resolved
 from .deps import CallerDep, SettingsDep
 from .responses import JSONBytes, rendered
 from .routing import post
@@ -41,8 +40,6 @@ async def noise_route(request: Request, caller: CallerDep, settings: SettingsDep
         # A caller that sends the microdata and chooses the level could read any
         # respondent's multiplier off the replies: the filter role names a profile.
         raise HTTPException(403, "the filter role names a profile; 'noise' needs the analyst role")
-    # Off the loop: its structure may be large for its cells (:func:`request_size`).
-    size = request_size(body)
-    setup = await compute(resolve, body, settings, size=size)
+    setup, size = await compute_resolved(resolve, body, settings)
     (reply,) = await compute(rendered(noisy_table), body, setup, settings, diagnostics, size=size)
     return JSONBytes(reply)

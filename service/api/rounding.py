@@ -10,10 +10,10 @@ from schemas.errors import ErrorReply
 from schemas.rounding import RoundReply, RoundRequest
 from service.pipeline.limits import check_cell_count
 from service.pipeline.rounding import round_table, solve_outcome
-from service.pipeline.tables import request_size, resolve_table_request
+from service.pipeline.tables import resolve_table_request
 
 from .body import openapi_body, validated
-from .compute_pool import compute
+from .compute_pool import compute, compute_resolved
 from .deps import CallerDep, SettingsDep
 from .responses import JSONBytes, rendered
 from .routing import post
@@ -42,9 +42,7 @@ async def round_route(request: Request, caller: CallerDep, settings: SettingsDep
     started = time.perf_counter()
     body = await validated(request, RoundRequest)
     check_cell_count(len(body.cells), settings.max_cells)
-    # Off the loop: its structure may be large for its cells (:func:`request_size`).
-    size = request_size(body)
-    resolved = await compute(resolve_table_request, body, settings, size=size)
+    resolved, size = await compute_resolved(resolve_table_request, body, settings)
     reply, solver, error = await compute(
         rendered(round_table, "solver"),
         body,

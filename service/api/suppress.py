@@ -10,10 +10,10 @@ from schemas.errors import ErrorReply
 from schemas.tables import SuppressReply, SuppressRequest
 from service.pipeline.limits import check_cell_count
 from service.pipeline.suppress import protect, solve_outcome
-from service.pipeline.tables import request_size, resolve_table_request
+from service.pipeline.tables import resolve_table_request
 
 from .body import openapi_body, validated
-from .compute_pool import compute
+from .compute_pool import compute, compute_resolved
 from .deps import CallerDep, SettingsDep
 from .responses import JSONBytes, rendered
 from .routing import post
@@ -45,9 +45,7 @@ async def suppress_route(request: Request, caller: CallerDep, settings: Settings
     started = time.perf_counter()  # the time limit is the request's whole wall time
     body = await validated(request, SuppressRequest)
     check_cell_count(len(body.cells), settings.max_cells)
-    # Off the loop: its structure may be large for its cells (:func:`request_size`).
-    size = request_size(body)
-    resolved = await compute(resolve_table_request, body, settings, size=size)
+    resolved, size = await compute_resolved(resolve_table_request, body, settings)
     reply, solver = await compute(
         rendered(protect, "solver"),
         body,

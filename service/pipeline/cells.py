@@ -3,7 +3,6 @@ core's contributions and ordered magnitudes (:mod:`service.sdc.magnitudes`)."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Sequence
 from itertools import chain, repeat
 from operator import attrgetter, is_not
@@ -113,17 +112,7 @@ def contributions_of(
     result is ``index[k]``'s position in ``index``. A column nobody sent is ``None``; so is
     the holding column without ``holdings`` (for a caller that codes it itself, with
     :func:`holding_codes`). A holding's request holds for all its contributions
-    (:func:`service.sdc.magnitudes.asked_by_holding`), so that the contributions kept for
-    the margins and the aggregations read it as the cells' magnitudes do."""
-    c = _contributions_of(cells, index, weights_mode, holdings)
-    if c.request is None or c.holding is None:
-        return c
-    return dataclasses.replace(c, request=magnitudes.asked_by_holding(c.holding, c.request))
-
-
-def _contributions_of(
-    cells: Sequence, index: Sequence[int], weights_mode, holdings: bool
-) -> magnitudes.Contributions:
+    (:class:`service.sdc.magnitudes.Contributions` spreads it)."""
     selected = [cells[i] for i in index]
     columns = microdata_of(selected)
     # By identity: `None in columns` would call each model's __eq__ (Python).

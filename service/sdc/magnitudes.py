@@ -104,6 +104,12 @@ class Contributions:
     request: np.ndarray | None = None
     weights_mode: WeightsMode = "replicate"
 
+    def __post_init__(self) -> None:
+        # A holding's request holds in every cell (:func:`asked_by_holding`): spread here,
+        # so that the subsets taken for margins and aggregations read it as the whole does.
+        if self.request is not None and self.holding is not None:
+            object.__setattr__(self, "request", asked_by_holding(self.holding, self.request))
+
     def renumbered(self, cell_index: np.ndarray) -> Contributions:
         """The same contributions with cell ``i`` renamed ``cell_index[i]``."""
         return dataclasses.replace(self, cell=np.asarray(cell_index)[self.cell])

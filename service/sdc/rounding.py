@@ -595,6 +595,9 @@ class LeastTables:
             )
         #: Later solves of the LP: only costs and bounds change (see the class notes).
         self.basis = False  # whether the last LP solve left a basis the next may go on from
+        # :meth:`_true_multipliers`' answer, once known.
+        self._true_u: np.ndarray | None = None
+        self._true_known = False
         self.seen_lo, self.seen_hi = self.x.copy(), self.x.copy()
         self.solved = np.zeros((2, k), bool)  # the model's own end, per side (0 up, 1 down)
         self.solves = 0
@@ -683,13 +686,18 @@ class LeastTables:
         level_j) / level_j`` over the cells in ``need`` (class notes); for counts the
         levels rounded up (a whole move meets a level where it meets its ceiling), so that
         the LP of :meth:`_box` keeps whole vertices."""
-        k = self.cells.size
         goal = np.ceil(self.target[side] - 1e-9) if self.integral else self.target[side]
+        return self._towards(side, need, goal)
+
+    def _towards(self, side: int, cells: np.ndarray, ends: np.ndarray):
+        """Costs and ``t``'s upper bounds that move the ``cells`` (a mask) on ``side``:
+        ``sum min(s (x_j - X_j), e_j) / e_j`` with ``e_j`` = ``ends`` (class notes)."""
+        k = self.cells.size
         cost = np.zeros(self.n_cols)
         t = self.t0 + side * k
-        cost[t : t + k] = np.where(need, -1.0 / goal, 0.0)
+        cost[t : t + k] = np.where(cells, -1.0 / np.where(cells, ends, 1.0), 0.0)
         t_hi = np.full(2 * k, np.inf)
-        t_hi[side * k : (side + 1) * k] = np.where(need, goal, np.inf)
+        t_hi[side * k : (side + 1) * k] = np.where(cells, ends, np.inf)
         return cost, t_hi
 
     def _box(self, u: np.ndarray, cost, t_hi) -> bool:
@@ -735,7 +743,10 @@ class LeastTables:
 
     def _true_multipliers(self) -> np.ndarray | None:
         """Counts: multipliers that make the true table a point of the model, if any (an
-        LP in ``u``)."""
+        LP in ``u``; its answer, unless the time ran out, kept for the search and the
+        widening alike)."""
+        if self._true_known:
+            return self._true_u
         z = (self.x - self.o) / self.s
         m = self.a.shape[0]
         h = highs.model(
@@ -748,9 +759,9 @@ class LeastTables:
         )
         outcome = highs.run(h, self.deadline)
         self.solves += 1
-        if outcome is not Outcome.OPTIMAL:
-            return None
-        return np.asarray(h.getSolution().col_value)
+        self._true_known = outcome is not Outcome.TIME_LIMIT
+        self._true_u = np.asarray(h.getSolution().col_value) if outcome is Outcome.OPTIMAL else None
+        return self._true_u
 
     def _boxes(self, goal, *, relaxed: bool) -> None:
         """Counts: per side, :meth:`_box` with the costs ``goal(side)`` gives (``None``: no
@@ -759,7 +770,6 @@ class LeastTables:
         LP relaxation's for those costs, by PDLP (the joint search's MIP found no point in
         30 s on a 48x48 table; these take under a second there)."""
         zero = np.zeros(self.a.shape[0])
-        true_u: list = []
         u: np.ndarray | None
         for side in (0, 1):
             for tried in range(3 if relaxed else 2):
@@ -769,8 +779,7 @@ class LeastTables:
                 if tried == 0:
                     u = zero
                 elif tried == 1:
-                    true_u = true_u or [self._true_multipliers()]
-                    u = true_u[0]
+                    u = self._true_multipliers()
                 else:
                     self._lp(*costs, first_order=True)
                     u = self._multipliers()
@@ -885,7 +894,7 @@ class LeastTables:
         own time: on 100x100 hier one such LP took 4 minutes). Verdicts are settled
         already, and a limit ending it changes none. For counts by :meth:`_boxes` (the
         MIP's rounds found nothing in their time on a 48x48 table)."""
-        k, s = self.cells.size, self.s
+        s = self.s
         deadline, self.deadline = self.deadline, min(self.deadline, time.perf_counter() + seconds)
         x = self.x[self.cells]
         room = (
@@ -900,14 +909,7 @@ class LeastTables:
 
         def goal(side: int):
             go = room[side] > 1e-9
-            if not go.any():
-                return None
-            cost = np.zeros(self.n_cols)
-            t = self.t0 + side * k
-            cost[t : t + k] = np.where(go, -1.0 / np.where(go, room[side], 1.0), 0.0)
-            t_hi = np.full(2 * k, np.inf)
-            t_hi[side * k : (side + 1) * k] = np.where(go, room[side], np.inf)
-            return cost, t_hi
+            return self._towards(side, go, room[side]) if go.any() else None
 
         status, message = self.status, self.message
         if status == "optimal" and self.integral:
